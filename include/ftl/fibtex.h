@@ -1,0 +1,119 @@
+// Fibtex: a mutex for fibers. A fiber that finds it locked parks (its thread
+// runs other work) instead of blocking the thread. It meets the Lockable
+// requirements, so std::lock_guard and std::unique_lock work with it.
+//
+// Contract
+// - Only the fiber that locked it may unlock it; unlocking a Fibtex the calling
+//   fiber does not hold (or twice) is a fatal error.
+// - A fiber may hold a Fibtex across a WaitForCounter; it stays the owner
+//   wherever it resumes. Fibers are the owners, not threads.
+// - Destroying a Fibtex that is locked or has waiters is a fatal error.
+// - Memory ordering: unlock releases, a successful lock acquires.
+// - Locking or unlocking outside the scheduler's threads is allowed as long
+//   as it never has to park (try_lock, lock_spin_infinite, an uncontended lock);
+//   a park there is a fatal error.
+// - lock() tries a short spin before it parks: a holder on another core is
+//   usually about to unlock, and parking costs two fiber switches.
+#pragma once
+
+#include "ftl/detail/wait_list.h"
+
+#include <atomic>
+#include <cstdint>
+
+#ifndef NUM_WAITING_FIBER_SLOTS
+#define NUM_WAITING_FIBER_SLOTS 4
+#endif
+
+namespace ftl {
+
+class TaskScheduler;
+
+namespace detail {
+class FibtexOps;
+} // namespace detail
+
+class Fibtex {
+public:
+    explicit Fibtex(TaskScheduler *taskScheduler, unsigned fiberSlots = NUM_WAITING_FIBER_SLOTS);
+    ~Fibtex();
+
+    Fibtex(Fibtex const &) = delete;
+    Fibtex(Fibtex &&) = delete;
+    Fibtex &operator=(Fibtex const &) = delete;
+    Fibtex &operator=(Fibtex &&) = delete;
+
+    // Locks, parking the fiber while another holds it. pinToThread: resume on
+    // this thread after a park.
+    void lock(bool pinToThread = false);
+    bool try_lock();
+    void unlock();
+
+    // Spins up to `iterations` attempts, then parks like lock().
+    void lock_spin(bool pinToThread = false, unsigned iterations = 1000);
+    // Spins until it gets the lock; never parks.
+    void lock_spin_infinite(bool pinToThread = false);
+
+private:
+    // 0: unlocked; 1: locked, no fiber parked; 2: locked, fibers may be parked.
+    // (The three-state mutex from Drepper's "Futexes Are Tricky".)
+    static constexpr std::uint32_t kUnlocked = 0;
+    static constexpr std::uint32_t kLocked = 1;
+    static constexpr std::uint32_t kContended = 2;
+
+    bool TryAcquire() {
+        std::uint32_t expected = kUnlocked;
+        return m_state.compare_exchange_strong(expected, kLocked, std::memory_order_acquire,
+                                               std::memory_order_relaxed);
+    }
+    void LockSlow(bool pinToThread);
+    void SetOwner();
+
+    std::atomic<std::uint32_t> m_state{kUnlocked};
+    // The owning fiber's identity, for the unlock-by-non-owner check.
+    std::atomic<void const *> m_owner{nullptr};
+    detail::WaitList m_waiters;
+    TaskScheduler *m_taskScheduler;
+
+    friend class detail::FibtexOps;
+};
+
+enum class FibtexLockBehavior {
+    Traditional,  // lock(): park when contended
+    Spin,         // lock_spin(): spin a while, then park
+    SpinInfinite, // lock_spin_infinite(): spin until acquired
+};
+
+// Adapts a Fibtex to std::lock_guard / std::unique_lock with a chosen lock
+// behaviour.
+class LockWrapper {
+public:
+    LockWrapper(Fibtex &mutex, FibtexLockBehavior behavior, bool pinToThread = false,
+                unsigned spinIterations = 1000)
+        : m_mutex(mutex), m_behavior(behavior), m_pinToThread(pinToThread), m_spinIterations(spinIterations) {
+    }
+
+    void lock() {
+        switch (m_behavior) {
+        case FibtexLockBehavior::Traditional:
+            m_mutex.lock(m_pinToThread);
+            break;
+        case FibtexLockBehavior::Spin:
+            m_mutex.lock_spin(m_pinToThread, m_spinIterations);
+            break;
+        case FibtexLockBehavior::SpinInfinite:
+            m_mutex.lock_spin_infinite(m_pinToThread);
+            break;
+        }
+    }
+    bool try_lock() { return m_mutex.try_lock(); }
+    void unlock() { m_mutex.unlock(); }
+
+private:
+    Fibtex &m_mutex;
+    FibtexLockBehavior m_behavior;
+    bool m_pinToThread;
+    unsigned m_spinIterations;
+};
+
+} // namespace ftl

@@ -1,0 +1,22 @@
+// Scheduler-side access to counters: reading the value and publishing a
+// waiter on a counter's list.
+#pragma once
+
+#include "ftl/base_counter.h"
+#include "wait_list.h"
+
+namespace ftl {
+namespace detail {
+
+class CounterOps {
+public:
+    static TaskScheduler *Owner(BaseCounter const &counter) { return counter.m_taskScheduler; }
+    static unsigned Value(BaseCounter const &counter) {
+        return BaseCounter::ValueOf(counter.m_state.load(std::memory_order_acquire));
+    }
+    // The post-switch registration of a waiter (DESIGN.md invariants 1 and 2).
+    static bool Register(void *counter, WaitNode *node);
+};
+
+} // namespace detail
+} // namespace ftl

@@ -1,0 +1,136 @@
+// BaseCounter, FullAtomicCounter and AtomicFlag.
+//
+// Why registering and waking cannot miss each other: the value and the
+// waiter count share one atomic word (m_state). A waiter registers with a CAS
+// on that word that also checks the value, under the list lock; an operation
+// changes the value with one RMW that returns the waiter count it replaced.
+// The two RMWs are totally ordered: either the operation sees the waiter
+// counted (and takes the list lock to wake it, after the waiter is linked,
+// since linking happens under that lock), or the waiter's CAS sees the new
+// value and does not wait. An operation that sees no waiters never touches the
+// counter again, so a fiber released by it may destroy the counter at once.
+#include "counter_ops.h"
+#include "ftl/assert.h"
+#include "ftl/atomic_counter.h"
+#include "ftl/task_counter.h"
+#include "scheduler.h"
+
+namespace ftl {
+
+BaseCounter::BaseCounter(TaskScheduler *taskScheduler, unsigned initialValue, unsigned fiberSlots)
+    : m_state(std::uint64_t(initialValue) << kValueShift), m_taskScheduler(taskScheduler) {
+    (void)fiberSlots; // waiter lists have no fixed capacity
+}
+
+BaseCounter::~BaseCounter() {
+    // Taking the lock waits out a waker still walking the list.
+    detail::WaitListGuard guard(m_waiters);
+    std::uint64_t const state = m_state.load(std::memory_order_acquire);
+    if (HasWaiters(state)) {
+        FTL_FATAL("a counter was destroyed while %u fiber(s) still wait on it (value %u)",
+                  static_cast<unsigned>(state & kWaiterMask), ValueOf(state));
+    }
+}
+
+void BaseCounter::WakeWaiters(unsigned value) {
+    detail::WaitNode *chain;
+    unsigned count;
+    {
+        detail::WaitListGuard guard(m_waiters);
+        chain = detail::TakeMatching(m_waiters, value, count);
+        if (count != 0) {
+            m_state.fetch_sub(count, std::memory_order_acq_rel);
+        }
+    }
+    if (chain == nullptr) {
+        return;
+    }
+    detail::Scheduler *scheduler = detail::Scheduler::Of(m_taskScheduler);
+    while (chain != nullptr) {
+        // Read the node before readying its fiber: the node lives on that
+        // fiber's stack and is gone once the fiber runs.
+        detail::WaitNode *next = chain->Next;
+        scheduler->ReadyFiber(chain->Waiter, chain->PinnedTo);
+        chain = next;
+    }
+}
+
+unsigned BaseCounter::FetchAddValue(unsigned delta) {
+    std::uint64_t const old =
+        m_state.fetch_add(std::uint64_t(delta) << kValueShift, std::memory_order_acq_rel);
+    if (HasWaiters(old)) {
+        WakeWaiters(ValueOf(old) + delta);
+    }
+    return ValueOf(old);
+}
+
+bool BaseCounter::CompareExchangeValue(unsigned expected, unsigned desired) {
+    std::uint64_t state = m_state.load(std::memory_order_acquire);
+    do {
+        if (ValueOf(state) != expected) {
+            return false;
+        }
+    } while (!m_state.compare_exchange_weak(state,
+                                            (std::uint64_t(desired) << kValueShift) | (state & kWaiterMask),
+                                            std::memory_order_acq_rel, std::memory_order_acquire));
+    if (HasWaiters(state)) {
+        WakeWaiters(desired);
+    }
+    return true;
+}
+
+void BaseCounter::StoreValue(unsigned value) {
+    std::uint64_t state = m_state.load(std::memory_order_relaxed);
+    while (!m_state.compare_exchange_weak(state,
+                                          (std::uint64_t(value) << kValueShift) | (state & kWaiterMask),
+                                          std::memory_order_acq_rel, std::memory_order_relaxed)) {
+    }
+    if (HasWaiters(state)) {
+        WakeWaiters(value);
+    }
+}
+
+unsigned FullAtomicCounter::Load(std::memory_order) const {
+    return ValueOf(m_state.load(std::memory_order_acquire));
+}
+void FullAtomicCounter::Store(unsigned x, std::memory_order) {
+    StoreValue(x);
+}
+unsigned FullAtomicCounter::FetchAdd(unsigned x, std::memory_order) {
+    return FetchAddValue(x);
+}
+unsigned FullAtomicCounter::FetchSub(unsigned x, std::memory_order) {
+    return FetchAddValue(0u - x);
+}
+bool FullAtomicCounter::CompareExchange(unsigned expectedValue, unsigned newValue, std::memory_order) {
+    return CompareExchangeValue(expectedValue, newValue);
+}
+
+bool AtomicFlag::Set(std::memory_order) {
+    return CompareExchangeValue(0, 1);
+}
+bool AtomicFlag::Clear(std::memory_order) {
+    return CompareExchangeValue(1, 0);
+}
+bool AtomicFlag::IsSet(std::memory_order) const {
+    return ValueOf(m_state.load(std::memory_order_acquire)) != 0;
+}
+
+namespace detail {
+
+bool CounterOps::Register(void *counterPtr, WaitNode *node) {
+    auto *counter = static_cast<BaseCounter *>(counterPtr);
+    WaitListGuard guard(counter->m_waiters);
+    std::uint64_t state = counter->m_state.load(std::memory_order_acquire);
+    do {
+        if (BaseCounter::ValueOf(state) == node->Target) {
+            return false; // reached while we were switching away: resume at once
+        }
+    } while (!counter->m_state.compare_exchange_weak(state, state + 1, std::memory_order_acq_rel,
+                                                     std::memory_order_acquire));
+    Append(counter->m_waiters, node);
+    return true;
+}
+
+} // namespace detail
+} // namespace ftl

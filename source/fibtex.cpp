@@ -1,0 +1,146 @@
+// Fibtex: Drepper's three-state mutex ("Futexes Are Tricky", mutex 2), with a
+// fiber wait list in place of the futex.
+//
+//   lock:   CAS 0 -> 1; else loop { exchange(2); if it was 0 we own it;
+//           else park until an unlock, registering only while the state is 2 }
+//   unlock: CAS 1 -> 0 (nobody parked); else, under the list lock, store 0
+//           and wake one parked fiber.
+// The slow unlock releases the state while holding the list lock, so a
+// Fibtex destroyed right after its last unlock (the destructor takes that
+// lock) is never touched by an unlocker still on its way out.
+#include "ftl/fibtex.h"
+
+#include "ftl/assert.h"
+#include "scheduler.h"
+#include "wait_list.h"
+
+namespace ftl {
+
+namespace detail {
+
+class FibtexOps {
+public:
+    static bool Register(void *mutexPtr, WaitNode *node) {
+        auto *mutex = static_cast<Fibtex *>(mutexPtr);
+        WaitListGuard guard(mutex->m_waiters);
+        if (mutex->m_state.load(std::memory_order_relaxed) != Fibtex::kContended) {
+            return false; // unlocked while we were switching away: try again
+        }
+        Append(mutex->m_waiters, node);
+        return true;
+    }
+};
+
+} // namespace detail
+
+namespace {
+
+// Attempts lock() makes, a pause apart, before it parks: roughly the time a
+// short critical section on another core takes; parking costs two switches.
+constexpr unsigned kLockSpinAttempts = 64;
+
+} // namespace
+
+Fibtex::Fibtex(TaskScheduler *taskScheduler, unsigned fiberSlots) : m_taskScheduler(taskScheduler) {
+    (void)fiberSlots; // waiter lists have no fixed capacity
+}
+
+Fibtex::~Fibtex() {
+    detail::WaitListGuard guard(m_waiters);
+    if (m_waiters.Head != nullptr) {
+        FTL_FATAL("a Fibtex was destroyed while fibers wait for it");
+    }
+    if (m_state.load(std::memory_order_acquire) != kUnlocked) {
+        FTL_FATAL("a Fibtex was destroyed while locked");
+    }
+}
+
+void Fibtex::SetOwner() {
+    m_owner.store(detail::CurrentFiberIdentity(), std::memory_order_relaxed);
+}
+
+bool Fibtex::try_lock() {
+    if (TryAcquire()) {
+        SetOwner();
+        return true;
+    }
+    return false;
+}
+
+void Fibtex::lock(bool pinToThread) {
+    lock_spin(pinToThread, kLockSpinAttempts);
+}
+
+void Fibtex::lock_spin(bool pinToThread, unsigned iterations) {
+    for (unsigned i = 0;; ++i) {
+        if (m_state.load(std::memory_order_relaxed) == kUnlocked && TryAcquire()) {
+            SetOwner();
+            return;
+        }
+        if (i >= iterations) {
+            break;
+        }
+        detail::CpuRelax();
+    }
+    LockSlow(pinToThread);
+}
+
+void Fibtex::lock_spin_infinite(bool pinToThread) {
+    (void)pinToThread; // never parks, so never resumes anywhere
+    for (;;) {
+        if (m_state.load(std::memory_order_relaxed) == kUnlocked && TryAcquire()) {
+            SetOwner();
+            return;
+        }
+        detail::CpuRelax();
+    }
+}
+
+void Fibtex::LockSlow(bool pinToThread) {
+    std::uint32_t state = m_state.exchange(kContended, std::memory_order_acquire);
+    while (state != kUnlocked) {
+        detail::Scheduler *scheduler = detail::Scheduler::Of(m_taskScheduler);
+        detail::Worker *worker = scheduler != nullptr ? scheduler->CurrentWorkerOfThis() : nullptr;
+        if (worker == nullptr) {
+            FTL_FATAL("Fibtex::lock must park, but the calling thread is not a worker of the Fibtex's "
+                      "TaskScheduler (or the scheduler is not initialized)");
+        }
+        scheduler->Wait(worker, pinToThread, &detail::FibtexOps::Register, this, 0);
+        state = m_state.exchange(kContended, std::memory_order_acquire);
+    }
+    SetOwner();
+}
+
+void Fibtex::unlock() {
+    void const *const self = detail::CurrentFiberIdentity();
+    void const *const owner = m_owner.load(std::memory_order_relaxed);
+    if (owner != self) {
+        if (owner == nullptr) {
+            FTL_FATAL("Fibtex::unlock on a Fibtex that is not locked (unlocked twice?)");
+        }
+        FTL_FATAL("Fibtex::unlock by a fiber that does not hold the lock");
+    }
+    m_owner.store(nullptr, std::memory_order_relaxed);
+    std::uint32_t expected = kLocked;
+    if (m_state.compare_exchange_strong(expected, kUnlocked, std::memory_order_release,
+                                        std::memory_order_relaxed)) {
+        return;
+    }
+    detail::Fiber *fiber = nullptr;
+    detail::Worker *pinnedTo = nullptr;
+    // Read before the state is released: after that `this` may be destroyed.
+    TaskScheduler *const taskScheduler = m_taskScheduler;
+    {
+        detail::WaitListGuard guard(m_waiters);
+        m_state.store(kUnlocked, std::memory_order_release);
+        if (detail::WaitNode *node = detail::PopFront(m_waiters)) {
+            fiber = node->Waiter;
+            pinnedTo = node->PinnedTo;
+        }
+    }
+    if (fiber != nullptr) {
+        detail::Scheduler::Of(taskScheduler)->ReadyFiber(fiber, pinnedTo);
+    }
+}
+
+} // namespace ftl

@@ -1,0 +1,207 @@
+/*
+ * The park/wake protocol of ftl's idle workers, for the SPIN model checker.
+ *
+ * What each step stands for (source/ paths):
+ *   FindWork / AnyWorkVisible   worker.cpp  Scheduler::FindWork, AnyWorkVisible
+ *   FoundWork (chain wake-up)   worker.cpp  Scheduler::FoundWork
+ *   TryBecomeSearcher           idle.h      IdleState::TryBecomeSearcher (a load, then an add)
+ *   announce                    worker.cpp  Scheduler::Park step 1 (IdleState::SetParked,
+ *                                           then StopSearching)
+ *   re-check / take bit back    worker.cpp  Scheduler::Park step 2 (AnyWorkVisible, UnsetParked)
+ *   sleep                       worker.cpp  Scheduler::Park step 3 (m_wakeSeq, IsParked, FutexWait)
+ *   publish + NotifyWork        task_scheduler.cpp Scheduler::AddTasks; worker.cpp NotifyWork
+ *   ClaimAny / ClaimSpecific    idle.cpp    IdleState::ClaimAny, ClaimSpecific
+ *   WakeWorker                  worker.cpp  Scheduler::WakeWorker (bump m_wakeSeq, futex wake)
+ *   pinned ready                wait.cpp    Scheduler::ReadyFiber (inbox push, fence, ClaimSpecific)
+ *
+ * The LIFO slot is private to its worker (only the owner fills it, in
+ * ReadyFiber, and FindWork runs or flushes it before a worker goes idle), so
+ * it needs no step here: a worker reaching Park has an empty slot.
+ *
+ * SPIN explores sequentially consistent interleavings: this is the protocol
+ * under the seq_cst fences the code puts between "publish" and "check" on both
+ * sides (NotifyWork, ReadyFiber, Park).
+ *
+ * This model found a real bug: the claimer once counted the woken worker as
+ * a searcher after clearing its bit, so the woken worker could stop
+ * searching before it was counted, underflowing the count; wakers then saw
+ * "a searcher" forever and woke no one.
+ *
+ * Checked: when nothing can move any more (SPIN's `timeout`), all work was
+ * consumed, i.e. no worker sleeps while work it could run is queued (DESIGN.md
+ * invariant 5); the searcher count never underflows; no invalid end state
+ * (deadlock) other than workers asleep with nothing to do.
+ *
+ * -DBROKEN_NO_RECHECK removes the re-check after the announcement; SPIN must
+ * then find a lost wake-up (the test runs both).
+ */
+#ifndef NW
+#define NW 2
+#endif
+#ifndef ITEMS
+#define ITEMS 2
+#endif
+#ifndef PINNED
+#define PINNED 1
+#endif
+
+byte queue = 0;       /* stealable work: task deques, ready deques, global queue */
+byte inbox[NW];       /* fibers pinned to each worker (FiberInbox) */
+bit parked[NW];       /* IdleState::m_parked bitmap */
+byte searching = 0;   /* IdleState::m_numSearching */
+byte seq[NW];         /* Worker::m_wakeSeq, the futex word */
+bit isSearcher[NW];   /* Worker::m_searching */
+bit producerDone = 0;
+
+inline stopSearching(was_last) {
+    atomic { assert(searching > 0); was_last = (searching == 1); searching-- }
+}
+
+/* IdleState::ClaimAny + Scheduler::WakeWorker */
+inline claimAnyAndWake(idx) {
+    atomic {
+        idx = 0;
+        do
+        :: idx < NW && !parked[idx] -> idx++
+        :: idx < NW && parked[idx] -> parked[idx] = 0; break
+        :: idx == NW -> break
+        od
+    }
+    if
+    :: idx < NW -> seq[idx]++
+    :: else -> skip
+    fi;
+    idx = 0   /* dead from here: reset to keep the state space small */
+}
+
+/* A claimed worker counts itself as a searcher (IdleState::AddClaimedSearcher). */
+inline wakeAsSearcher() {
+    searching++;
+    isSearcher[me] = 1
+}
+
+proctype Worker(byte me) {
+    byte s;
+    byte t;
+    byte idx;
+    bit wasLast;
+findWork:
+    if
+    :: atomic { inbox[me] > 0 -> inbox[me]-- } -> goto found
+    :: atomic { queue > 0 -> queue-- } -> goto found
+    :: else -> goto idle
+    fi;
+found:
+    /* FoundWork: the last searcher to find work wakes another worker */
+    if
+    :: isSearcher[me] ->
+        isSearcher[me] = 0;
+        stopSearching(wasLast);
+        if
+        :: wasLast -> claimAnyAndWake(idx)
+        :: else -> skip
+        fi;
+        wasLast = 0
+    :: else -> skip
+    fi;
+    goto findWork;
+idle:
+    /* TryBecomeSearcher: a load, then an increment (loosely capped) */
+    if
+    :: !isSearcher[me] ->
+        t = searching;
+        if
+        :: 2 * t < NW -> searching++; isSearcher[me] = 1
+        :: else -> skip
+        fi;
+        t = 0
+    :: else -> skip
+    fi;
+    /* spinning: any number of looks at the queues before parking */
+    if
+    :: (queue > 0 || inbox[me] > 0) -> goto findWork
+    :: true -> skip
+    fi;
+    /* Park step 1: announce */
+    parked[me] = 1;
+    if
+    :: isSearcher[me] -> isSearcher[me] = 0; stopSearching(wasLast); wasLast = 0
+    :: else -> skip
+    fi;
+#ifndef BROKEN_NO_RECHECK
+    /* Park step 2: re-check after the announcement */
+    if
+    :: (queue > 0 || inbox[me] > 0) ->
+        atomic {
+            if
+            :: parked[me] -> parked[me] = 0; wasLast = 0   /* took our own bit back */
+            :: else -> wasLast = 1                         /* claimed meanwhile */
+            fi
+        }
+        if
+        :: wasLast -> wakeAsSearcher()
+        :: else -> skip
+        fi;
+        wasLast = 0;
+        goto findWork
+    :: else -> skip
+    fi;
+#endif
+sleep:
+    /* Park step 3: read the futex word, check the bit, sleep on the word */
+    s = seq[me];
+    if
+    :: !parked[me] -> s = 0; wakeAsSearcher(); goto findWork
+    :: else -> skip
+    fi;
+end_asleep:
+    (seq[me] != s);   /* FutexWait returns once the word moved */
+    goto sleep
+}
+
+proctype Producer() {
+    byte i;
+    byte idx;
+    bit claimed;
+    i = 0;
+    do
+    :: i < ITEMS ->
+        queue++;                     /* publish the task */
+        if                           /* NotifyWork, after its fence */
+        :: searching == 0 -> claimAnyAndWake(idx)
+        :: else -> skip
+        fi;
+        i++
+    :: else -> break
+    od;
+    i = 0;
+    do
+    :: i < PINNED ->
+        inbox[0]++;                  /* ReadyFiber: a fiber pinned to worker 0 */
+        atomic {                     /* ClaimSpecific(0), after the fence */
+            claimed = parked[0];
+            parked[0] = 0
+        }
+        if
+        :: claimed -> seq[0]++
+        :: else -> skip
+        fi;
+        i++
+    :: else -> break
+    od;
+    producerDone = 1
+}
+
+init {
+    byte w;
+    atomic {
+        w = 0;
+        do
+        :: w < NW -> run Worker(w); w++
+        :: else -> break
+        od;
+        run Producer()
+    }
+    /* Nothing can move: every worker is asleep and the producer is done. */
+    timeout -> assert(producerDone && queue == 0 && inbox[0] == 0)
+}

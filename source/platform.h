@@ -1,0 +1,42 @@
+// Thin wrappers over the OS: futex, affinity, pause, page size.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace ftl {
+namespace detail {
+
+// One spin-wait hint to the CPU (x86 `pause`): frees the sibling hyperthread
+// and keeps a spinning load from flooding the memory system.
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+
+// Sleeps while *word == expected (or until woken; may return spuriously).
+void FutexWait(std::atomic<std::uint32_t> *word, std::uint32_t expected);
+// The same, giving up after `timeoutNs` nanoseconds.
+void FutexWaitFor(std::atomic<std::uint32_t> *word, std::uint32_t expected, std::uint64_t timeoutNs);
+// Wakes up to `count` threads sleeping on word.
+void FutexWake(std::atomic<std::uint32_t> *word, int count);
+
+// The CPUs the calling thread may run on, in ascending order.
+std::vector<int> AllowedCpus();
+// Saved and restored affinity of the calling thread.
+struct SavedAffinity {
+    std::vector<int> Cpus;
+};
+SavedAffinity SaveAffinity();
+void RestoreAffinity(SavedAffinity const &saved);
+bool PinCurrentThread(int cpu);
+
+std::size_t PageSize();
+
+} // namespace detail
+} // namespace ftl

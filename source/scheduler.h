@@ -1,0 +1,129 @@
+// The scheduler's internals behind ftl::TaskScheduler.
+//
+// Files, by concern:
+//   task_scheduler.cpp  lifecycle (Init, threads, shutdown) and AddTask
+//   worker.cpp          the worker loop: ticks, find-work order, stealing
+//   idle.cpp / Park     searching, parking and waking (worker.cpp: Idle, Park, NotifyWork)
+//   fiber.cpp           stacks, the switch, the post-switch step
+//   wait.cpp            waiting: publishing waiters, readying fibers
+//   fiber_pool.cpp      the fiber pool
+//   counters.cpp, fibtex.cpp  the waitable primitives
+//
+// Lock order: a waitable's WaitList lock is a leaf: nothing else is taken
+// while it is held (readying a fiber happens after it is released). The
+// global queue's mutex is a leaf too. The pool's grow mutex is taken only in
+// FiberPool::Acquire, with no other lock held.
+#pragma once
+
+#include "fiber.h"
+#include "fiber_pool.h"
+#include "ftl/task_scheduler.h"
+#include "global_queue.h"
+#include "idle.h"
+#include "platform.h"
+#include "wait_list.h"
+#include "worker.h"
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+namespace ftl {
+
+class AtomicFlag;
+
+namespace detail {
+
+class Scheduler {
+public:
+    Scheduler(TaskScheduler *owner, TaskSchedulerInitOptions const &options);
+    ~Scheduler();
+    Scheduler(Scheduler const &) = delete;
+    Scheduler &operator=(Scheduler const &) = delete;
+
+    // Lifecycle (task_scheduler.cpp).
+    InitError Start();
+    void Shutdown();
+
+    static Scheduler *Of(TaskScheduler *taskScheduler) { return taskScheduler->m_impl; }
+    TaskScheduler *Owner() const { return m_owner; }
+    unsigned NumWorkers() const { return m_numWorkers; }
+    FiberPool &Pool() { return m_pool; }
+    EventCallbacks const &Callbacks() const { return m_options.Callbacks; }
+    EmptyQueueBehavior Behavior() const { return m_behavior.load(std::memory_order_relaxed); }
+    void SetBehavior(EmptyQueueBehavior behavior);
+
+    // The calling thread's worker if it belongs to this scheduler, else nullptr.
+    Worker *CurrentWorkerOfThis() const;
+
+    void AddTasks(unsigned numTasks, Task const *tasks, TaskPriority priority, TaskCounter *counter);
+
+    // Waiting (wait.cpp). Parks the running fiber of `worker` until Register
+    // decides the condition holds; returns the worker it resumed on.
+    Worker *Wait(Worker *worker, bool pin, bool (*registerWaiter)(void *, WaitNode *), void *waitable,
+                 unsigned target);
+    // Makes a waiting fiber runnable again. Any thread.
+    void ReadyFiber(Fiber *fiber, Worker *pinnedTo);
+    // The post-switch step for record (already copied out by FinishSwitch).
+    void AfterSwitchStep(SwitchRecord const &record, Worker *worker);
+
+    // The loop every pool fiber runs (worker.cpp). Never returns.
+    [[noreturn]] void FiberLoop(Fiber *self, Worker *worker);
+    static void FiberEntry(boost::context::detail::transfer_t transfer);
+
+private:
+    friend class ftl::TaskScheduler;
+
+    // worker.cpp
+    bool FindWork(Worker *worker, TaskItem &item);
+    bool GlobalQueueDue(Worker const *worker) const;
+    bool TasksDue(Worker const *worker) const;
+    bool QueuedWorkDue(Worker *worker) const;
+    void CountItem(Worker *worker);
+    bool TakeReadyFiber(Worker *worker, Fiber *&fiber);
+    bool TakeTask(Worker *worker, TaskItem &item);
+    bool StealWork(Worker *worker, TaskItem &item);
+    bool TakeGlobal(Worker *worker, TaskItem &item);
+    void EndTick(Worker *worker);
+    Worker *RunItem(Fiber *self, Worker *worker, TaskItem const &item);
+    void RunTaskFunction(TaskItem const &item);
+    Worker *Idle(Fiber *self, Worker *worker);
+    void Park(Worker *worker);
+    bool AnyWorkVisible(Worker *worker) const;
+    void NotifyWork();
+    void WakeWorker(unsigned index);
+    void WakeAllParked();
+    Worker *ExitWorkerThread(Fiber *self, Worker *worker);
+    void FoundWork(Worker *worker);
+
+    // Destruction's wait for every added task to finish.
+    bool Quiescent() const;
+    std::uint64_t FinishedCount() const;
+    void CheckDrain(Worker *worker);
+
+    void ThreadMain(Worker *worker);
+
+    TaskScheduler *m_owner;
+    TaskSchedulerInitOptions m_options;
+    unsigned m_numWorkers = 0;
+    std::unique_ptr<Worker[]> m_workers;
+    FiberPool m_pool;
+    IdleState m_idle;
+    // High, Normal; ready fibers readied outside the workers go to High.
+    GlobalQueue m_global[kNumPriorities];
+
+    std::atomic<EmptyQueueBehavior> m_behavior{EmptyQueueBehavior::Sleep};
+    alignas(64) std::atomic<bool> m_quit{false};
+    std::atomic<bool> m_drainRequested{false};
+    std::unique_ptr<AtomicFlag> m_drainFlag;
+    std::atomic<std::uint64_t> m_externalAdded{0};
+    // Stall detection while draining: the finished count last seen changing,
+    // and when.
+    std::atomic<std::uint64_t> m_drainProgress{0};
+    std::atomic<std::uint64_t> m_drainProgressNs{0};
+    SavedAffinity m_initThreadAffinity;
+    bool m_started = false;
+};
+
+} // namespace detail
+} // namespace ftl

@@ -1,0 +1,160 @@
+// A Chase-Lev work-stealing deque (Chase & Lev 2005, with the C11 memory
+// orders of Le, Pop, Cohen & Zappa Nardelli, PPoPP 2013).
+//
+// The owner pushes and pops at the bottom (LIFO); any thread steals at the
+// top (FIFO). Push, Pop and Steal take no lock and, but for growth, allocate
+// nothing. The buffer doubles when full; old buffers are kept until the deque
+// is destroyed, because a thief may still be reading one.
+//
+// Cells are atomics accessed relaxed: a thief may read a cell the owner is
+// about to overwrite after a wrap-around, and the CAS on m_top then fails, so
+// the torn value is never used; making the cells atomic keeps that race
+// defined (and visible to TSan as benign).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace ftl {
+namespace detail {
+
+template <class T, class Cell>
+class WorkDeque {
+public:
+    explicit WorkDeque(std::size_t initialCapacity = 256) {
+        m_array.store(NewArray(initialCapacity), std::memory_order_relaxed);
+    }
+    ~WorkDeque() {
+        delete m_array.load(std::memory_order_relaxed);
+        for (Array *old : m_retired) {
+            delete old;
+        }
+    }
+    WorkDeque(WorkDeque const &) = delete;
+    WorkDeque &operator=(WorkDeque const &) = delete;
+
+    // Owner only.
+    void Push(T const &item) {
+        std::int64_t const b = m_bottom.load(std::memory_order_relaxed);
+        std::int64_t const t = m_top.load(std::memory_order_acquire);
+        Array *array = m_array.load(std::memory_order_relaxed);
+        if (b - t > static_cast<std::int64_t>(array->Mask)) {
+            array = Grow(array, t, b);
+        }
+        array->At(b).Store(item);
+        // Release: a thief that reads the new bottom also reads the cell (and
+        // everything the pusher wrote before, e.g. the task's argument).
+        m_bottom.store(b + 1, std::memory_order_release);
+    }
+
+    // Owner only. Pushes `count` items with one publication of m_bottom.
+    template <class Make>
+    void PushBatch(std::size_t count, Make &&make) {
+        std::int64_t const b = m_bottom.load(std::memory_order_relaxed);
+        std::int64_t const t = m_top.load(std::memory_order_acquire);
+        Array *array = m_array.load(std::memory_order_relaxed);
+        while (b - t + static_cast<std::int64_t>(count) > static_cast<std::int64_t>(array->Mask) + 1) {
+            array = Grow(array, t, b);
+        }
+        for (std::size_t i = 0; i < count; ++i) {
+            array->At(b + static_cast<std::int64_t>(i)).Store(make(i));
+        }
+        m_bottom.store(b + static_cast<std::int64_t>(count), std::memory_order_release);
+    }
+
+    // Owner only: the most recently pushed item.
+    bool Pop(T &out) {
+        std::int64_t const b = m_bottom.load(std::memory_order_relaxed) - 1;
+        Array *array = m_array.load(std::memory_order_relaxed);
+        m_bottom.store(b, std::memory_order_relaxed);
+        // The bottom store must be visible before we read m_top, or a thief and
+        // the owner could both take the last item (store-load ordering).
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        std::int64_t t = m_top.load(std::memory_order_relaxed);
+        if (t > b) {
+            m_bottom.store(b + 1, std::memory_order_relaxed);
+            return false;
+        }
+        out = array->At(b).Load();
+        if (t == b) {
+            // The last item: race the thieves for it through m_top.
+            bool const won =
+                m_top.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed);
+            m_bottom.store(b + 1, std::memory_order_relaxed);
+            return won;
+        }
+        return true;
+    }
+
+    // Any thread: the oldest item. Retries while it loses races and items remain.
+    bool Steal(T &out) {
+        for (;;) {
+            std::int64_t t = m_top.load(std::memory_order_acquire);
+            // Read top before bottom (pairs with the fence in Pop).
+            std::atomic_thread_fence(std::memory_order_seq_cst);
+            std::int64_t const b = m_bottom.load(std::memory_order_acquire);
+            if (t >= b) {
+                return false;
+            }
+            Array *array = m_array.load(std::memory_order_acquire);
+            T item = array->At(t).Load();
+            if (m_top.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst,
+                                              std::memory_order_relaxed)) {
+                out = item;
+                return true;
+            }
+        }
+    }
+
+    // Any thread; a snapshot that may be stale by the time it is used. Callers
+    // that decide to sleep on it order it after their announcement with a
+    // seq_cst fence (see Scheduler::Park).
+    bool LooksEmpty() const {
+        std::int64_t const t = m_top.load(std::memory_order_acquire);
+        std::int64_t const b = m_bottom.load(std::memory_order_acquire);
+        return t >= b;
+    }
+
+private:
+    struct Array {
+        std::size_t Mask;
+        std::unique_ptr<Cell[]> Cells;
+        Cell &At(std::int64_t i) { return Cells[static_cast<std::size_t>(i) & Mask]; }
+    };
+    static Array *NewArray(std::size_t capacity) {
+        std::size_t size = 1;
+        while (size < capacity) {
+            size <<= 1;
+        }
+        return new Array{size - 1, std::unique_ptr<Cell[]>(new Cell[size])};
+    }
+    Array *Grow(Array *old, std::int64_t top, std::int64_t bottom) {
+        Array *bigger = NewArray((old->Mask + 1) * 2);
+        for (std::int64_t i = top; i < bottom; ++i) {
+            bigger->At(i).Store(old->At(i).Load());
+        }
+        m_retired.push_back(old);
+        m_array.store(bigger, std::memory_order_release);
+        return bigger;
+    }
+
+    // Owner-written and thief-written ends on separate cache lines.
+    alignas(64) std::atomic<std::int64_t> m_top{0};
+    alignas(64) std::atomic<std::int64_t> m_bottom{0};
+    std::atomic<Array *> m_array{nullptr};
+    std::vector<Array *> m_retired;
+};
+
+// A cell holding one pointer.
+template <class P>
+struct PointerCell {
+    std::atomic<P> Value{nullptr};
+    void Store(P p) { Value.store(p, std::memory_order_relaxed); }
+    P Load() const { return Value.load(std::memory_order_relaxed); }
+};
+
+} // namespace detail
+} // namespace ftl

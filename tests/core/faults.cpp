@@ -1,0 +1,155 @@
+// Faults and late misuse end in a clear message, never a hang or silent
+// corruption: each case runs in a forked child whose exit and stderr are
+// checked (see RunInChild in test_support.h).
+#include "ftl/atomic_counter.h"
+#include "ftl/task_counter.h"
+#include "ftl/task_scheduler.h"
+#include "test_support.h"
+
+#include <csignal>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+using ftl_test::ChildResult;
+using ftl_test::Options;
+using ftl_test::RunInChild;
+
+namespace {
+
+void RequireFatal(ChildResult const &result, std::string const &phrase) {
+    INFO("child stderr:\n" << result.Stderr);
+    INFO("exited " << result.Exited << " code " << result.ExitCode << ", signaled " << result.Signaled
+                   << " signal " << result.Signal << ", timed out " << result.TimedOut);
+    REQUIRE(result.Died());
+    REQUIRE(result.StderrHas(phrase));
+}
+
+// Deep, non-tail recursion with a frame the optimizer cannot drop.
+__attribute__((noinline)) unsigned Recurse(unsigned depth) {
+    volatile char frame[512];
+    std::memset(const_cast<char *>(frame), static_cast<int>(depth & 0x7f), sizeof(frame));
+    if (depth == 0) {
+        return static_cast<unsigned char>(frame[1]);
+    }
+    return Recurse(depth - 1) + static_cast<unsigned char>(frame[7]);
+}
+
+void RunOneTask(unsigned threads, ftl::TaskFunction function, void *arg, std::size_t stackSize = 256 * 1024) {
+    ftl::TaskScheduler ts;
+    ftl::TaskSchedulerInitOptions options = Options(threads);
+    options.FiberStackSize = stackSize;
+    REQUIRE(ts.Init(options) == 0);
+    ftl::TaskCounter counter(&ts);
+    ts.AddTask({function, arg}, ftl::TaskPriority::Normal, &counter);
+    ts.WaitForCounter(&counter);
+}
+
+} // namespace
+
+TEST_CASE("A fiber stack overflow is reported with the fiber and its stack size", "[faults]") {
+    auto threads = GENERATE(1u, 2u);
+    ChildResult const result = RunInChild([threads] {
+        RunOneTask(
+            threads,
+            [](ftl::TaskScheduler *, void *) {
+                volatile unsigned sink = Recurse(10000000);
+                (void)sink;
+            },
+            nullptr, 64 * 1024);
+    });
+    RequireFatal(result, "stack overflow in fiber");
+    REQUIRE(result.StderrHas("65536 bytes"));
+}
+
+TEST_CASE("Faults that are not a fiber overflow go to the previous handler", "[faults]") {
+    ChildResult const result = RunInChild([] {
+        RunOneTask(
+            2, [](ftl::TaskScheduler *, void *) { std::raise(SIGSEGV); }, nullptr);
+    });
+    INFO("child stderr:\n" << result.Stderr);
+    REQUIRE(result.Signaled);
+    REQUIRE(result.Signal == SIGSEGV);
+    REQUIRE_FALSE(result.StderrHas("stack overflow"));
+}
+
+TEST_CASE("An exception escaping a task is reported and ends the process", "[faults]") {
+    ChildResult const result = RunInChild([] {
+        RunOneTask(
+            2, [](ftl::TaskScheduler *, void *) { throw std::runtime_error("the frobnicator broke"); },
+            nullptr);
+    });
+    RequireFatal(result, "exception escaped a task");
+    REQUIRE(result.StderrHas("the frobnicator broke"));
+}
+
+TEST_CASE("Destroying a scheduler whose tasks can never finish is reported, not a hang", "[faults]") {
+    auto threads = GENERATE(1u, 2u, 3u);
+    ChildResult const result = RunInChild(
+        [threads] {
+            auto *ts = new ftl::TaskScheduler;
+            REQUIRE(ts->Init(Options(threads)) == 0);
+            // Never cleared; deliberately leaked, since the scheduler's
+            // destructor never returns.
+            auto *gate = new ftl::AtomicFlag(ts, 1);
+            for (int i = 0; i < 3; ++i) {
+                ts->AddTask({[](ftl::TaskScheduler *t, void *arg) {
+                                 t->WaitForCounter(static_cast<ftl::AtomicFlag *>(arg));
+                             },
+                             gate},
+                            ftl::TaskPriority::Normal);
+            }
+            delete ts;
+        },
+        std::chrono::seconds(20));
+    RequireFatal(result, "can never finish");
+    REQUIRE(result.StderrHas("3 task(s)"));
+}
+
+TEST_CASE("Calls on a scheduler that was never initialized abort", "[misuse]") {
+    SECTION("AddTask") {
+        ChildResult const result = RunInChild([] {
+            ftl::TaskScheduler ts;
+            ts.AddTask({[](ftl::TaskScheduler *, void *) {}, nullptr}, ftl::TaskPriority::Normal);
+        });
+        RequireFatal(result, "not initialized");
+    }
+    SECTION("WaitForCounter") {
+        ChildResult const result = RunInChild([] {
+            ftl::TaskScheduler ts;
+            ftl::TaskCounter counter(&ts, 1);
+            ts.WaitForCounter(&counter);
+        });
+        RequireFatal(result, "not initialized");
+    }
+    SECTION("the queries answer without aborting") {
+        ftl::TaskScheduler ts;
+        REQUIRE(ts.GetThreadCount() == 0);
+        REQUIRE(ts.GetFiberCount() == 0);
+        REQUIRE(ts.GetCurrentThreadIndex() == ftl::kInvalidIndex);
+        REQUIRE(ts.GetCurrentFiberIndex() == ftl::kInvalidIndex);
+    }
+}
+
+TEST_CASE("Waiting on a counter of another scheduler aborts", "[misuse]") {
+    ChildResult const result = RunInChild([] {
+        ftl::TaskScheduler other;
+        ftl::TaskCounter foreign(&other, 1);
+        ftl::TaskScheduler ts;
+        REQUIRE(ts.Init(Options(2)) == 0);
+        ts.WaitForCounter(&foreign);
+    });
+    RequireFatal(result, "another TaskScheduler");
+}
+
+TEST_CASE("Destroying a scheduler from inside one of its tasks aborts", "[misuse]") {
+    ChildResult const result = RunInChild([] {
+        auto *ts = new ftl::TaskScheduler;
+        REQUIRE(ts->Init(Options(2)) == 0);
+        ftl::TaskCounter counter(ts);
+        ts->AddTask({[](ftl::TaskScheduler *t, void *) { delete t; }, nullptr}, ftl::TaskPriority::Normal,
+                    &counter);
+        ts->WaitForCounter(&counter);
+    });
+    RequireFatal(result, "must be destroyed by the thread that called Init");
+}

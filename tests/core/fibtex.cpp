@@ -1,0 +1,375 @@
+// Fibtex and LockWrapper: mutual exclusion under every lock behaviour, pinned
+// and not; a holder that waits; more blocked fibers than threads; try_lock.
+#include "ftl/fibtex.h"
+#include "ftl/atomic_counter.h"
+#include "ftl/task_counter.h"
+#include "ftl/task_scheduler.h"
+#include "test_support.h"
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+using ftl_test::LambdaTask;
+using ftl_test::Options;
+
+namespace {
+
+enum class LockMode {
+    LockGuard,  // std::lock_guard<ftl::Fibtex>
+    UniqueLock, // std::unique_lock<ftl::Fibtex>, unlocked and relocked once
+    Traditional,
+    TraditionalPinned,
+    Spin,
+    SpinPinned,
+    SpinInfinite,
+    SpinInfinitePinned,
+};
+
+char const *Name(LockMode mode) {
+    switch (mode) {
+    case LockMode::LockGuard:
+        return "lock_guard<Fibtex>";
+    case LockMode::UniqueLock:
+        return "unique_lock<Fibtex>";
+    case LockMode::Traditional:
+        return "LockWrapper Traditional";
+    case LockMode::TraditionalPinned:
+        return "LockWrapper Traditional pinned";
+    case LockMode::Spin:
+        return "LockWrapper Spin";
+    case LockMode::SpinPinned:
+        return "LockWrapper Spin pinned";
+    case LockMode::SpinInfinite:
+        return "LockWrapper SpinInfinite";
+    case LockMode::SpinInfinitePinned:
+        return "LockWrapper SpinInfinite pinned";
+    }
+    return "?";
+}
+
+bool IsPinned(LockMode mode) {
+    return mode == LockMode::TraditionalPinned || mode == LockMode::SpinPinned ||
+           mode == LockMode::SpinInfinitePinned;
+}
+
+// What the tasks share: a plain int guarded by the Fibtex, and checks.
+struct Shared {
+    explicit Shared(ftl::TaskScheduler *ts) : Mutex(ts) {}
+    ftl::Fibtex Mutex;
+    int Value = 0;
+    std::atomic<unsigned> Inside{0};
+    std::atomic<unsigned> Overlaps{0};    // two fibers inside at once
+    std::atomic<unsigned> PinnedMoved{0}; // a pinned lock resumed on another thread
+};
+
+// The critical section: a non-atomic increment plus an exclusion check, with
+// a little work so that other fibers find the lock taken.
+void Critical(Shared &shared) {
+    if (shared.Inside.fetch_add(1, std::memory_order_relaxed) != 0) {
+        shared.Overlaps.fetch_add(1);
+    }
+    int const value = shared.Value;
+    for (volatile int spin = 0; spin < 200; spin = spin + 1) {
+    }
+    shared.Value = value + 1;
+    shared.Inside.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void LockedIncrement(ftl::TaskScheduler *ts, Shared &shared, LockMode mode) {
+    unsigned const before = ts->GetCurrentThreadIndex();
+    auto wrapper = [&](ftl::FibtexLockBehavior behavior) {
+        // Few spin iterations, so that Spin really falls through to parking.
+        return ftl::LockWrapper(shared.Mutex, behavior, IsPinned(mode), 10);
+    };
+    auto checkPin = [&] {
+        if (IsPinned(mode) && ts->GetCurrentThreadIndex() != before) {
+            shared.PinnedMoved.fetch_add(1);
+        }
+    };
+    switch (mode) {
+    case LockMode::LockGuard: {
+        std::lock_guard<ftl::Fibtex> lock(shared.Mutex);
+        Critical(shared);
+        break;
+    }
+    case LockMode::UniqueLock: {
+        std::unique_lock<ftl::Fibtex> lock(shared.Mutex);
+        Critical(shared);
+        lock.unlock();
+        lock.lock();
+        Critical(shared);
+        break;
+    }
+    case LockMode::Traditional:
+    case LockMode::TraditionalPinned: {
+        ftl::LockWrapper wrapped = wrapper(ftl::FibtexLockBehavior::Traditional);
+        std::lock_guard<ftl::LockWrapper> lock(wrapped);
+        checkPin();
+        Critical(shared);
+        break;
+    }
+    case LockMode::Spin:
+    case LockMode::SpinPinned: {
+        ftl::LockWrapper wrapped = wrapper(ftl::FibtexLockBehavior::Spin);
+        std::lock_guard<ftl::LockWrapper> lock(wrapped);
+        checkPin();
+        Critical(shared);
+        break;
+    }
+    case LockMode::SpinInfinite:
+    case LockMode::SpinInfinitePinned: {
+        ftl::LockWrapper wrapped = wrapper(ftl::FibtexLockBehavior::SpinInfinite);
+        std::lock_guard<ftl::LockWrapper> lock(wrapped);
+        checkPin();
+        Critical(shared);
+        break;
+    }
+    }
+}
+
+} // namespace
+
+TEST_CASE("Fibtex keeps a plain counter exact under contention", "[fibtex]") {
+    unsigned const threads = FTL_GENERATE_THREAD_COUNT();
+    LockMode const mode = GENERATE(LockMode::LockGuard, LockMode::UniqueLock, LockMode::Traditional,
+                                   LockMode::TraditionalPinned, LockMode::Spin, LockMode::SpinPinned,
+                                   LockMode::SpinInfinite, LockMode::SpinInfinitePinned);
+    CAPTURE(threads, Name(mode));
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(Options(threads)) == 0);
+
+    constexpr unsigned kTasks = 32;
+    constexpr unsigned kIterations = 300;
+    Shared shared(&ts);
+    auto work = [&](ftl::TaskScheduler *taskScheduler) {
+        for (unsigned i = 0; i < kIterations; ++i) {
+            LockedIncrement(taskScheduler, shared, mode);
+        }
+    };
+    std::vector<ftl::Task> tasks(kTasks, LambdaTask(work));
+    ftl::TaskCounter counter(&ts);
+    ts.AddTasks(kTasks, tasks.data(), ftl::TaskPriority::Normal, &counter);
+    // The Init thread's fiber contends too.
+    for (unsigned i = 0; i < kIterations; ++i) {
+        LockedIncrement(&ts, shared, mode);
+    }
+    ts.WaitForCounter(&counter);
+
+    int const perCall = mode == LockMode::UniqueLock ? 2 : 1;
+    REQUIRE(shared.Value == static_cast<int>((kTasks + 1) * kIterations) * perCall);
+    REQUIRE(shared.Overlaps.load() == 0);
+    REQUIRE(shared.PinnedMoved.load() == 0);
+}
+
+TEST_CASE("A Fibtex holder may wait while it holds the lock", "[fibtex]") {
+    unsigned const threads = FTL_GENERATE_THREAD_COUNT();
+    // Only behaviours that park: a fiber spinning forever while the holder is
+    // parked could take the last thread the holder needs to resume on.
+    LockMode const mode = GENERATE(LockMode::LockGuard, LockMode::Traditional, LockMode::TraditionalPinned,
+                                   LockMode::Spin, LockMode::SpinPinned);
+    bool const pinnedWait = GENERATE(false, true);
+    CAPTURE(threads, Name(mode), pinnedWait);
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(Options(threads)) == 0);
+
+    constexpr unsigned kTasks = 24;
+    constexpr unsigned kIterations = 20;
+    Shared shared(&ts);
+    std::atomic<unsigned> childRuns{0};
+    auto child = [&](ftl::TaskScheduler *) { childRuns.fetch_add(1, std::memory_order_relaxed); };
+    ftl::Task const childTask = LambdaTask(child);
+    auto holder = [&](ftl::TaskScheduler *taskScheduler) {
+        for (unsigned i = 0; i < kIterations; ++i) {
+            ftl::LockWrapper wrapped(shared.Mutex,
+                                     mode == LockMode::Spin || mode == LockMode::SpinPinned
+                                         ? ftl::FibtexLockBehavior::Spin
+                                         : ftl::FibtexLockBehavior::Traditional,
+                                     IsPinned(mode), 10);
+            std::lock_guard<ftl::LockWrapper> lock(wrapped);
+            Critical(shared);
+            // Wait while holding; the fiber stays the owner wherever it
+            // resumes, so the unlock below is legal on any thread.
+            unsigned const before = taskScheduler->GetCurrentThreadIndex();
+            ftl::TaskCounter counter(taskScheduler);
+            ftl::Task const children[2] = {childTask, childTask};
+            taskScheduler->AddTasks(2, children, ftl::TaskPriority::High, &counter);
+            taskScheduler->WaitForCounter(&counter, pinnedWait);
+            if (pinnedWait && taskScheduler->GetCurrentThreadIndex() != before) {
+                shared.PinnedMoved.fetch_add(1);
+            }
+            Critical(shared);
+        }
+    };
+    // Contenders that do not wait inside.
+    auto contender = [&](ftl::TaskScheduler *taskScheduler) {
+        for (unsigned i = 0; i < kIterations; ++i) {
+            LockedIncrement(taskScheduler, shared, mode);
+        }
+    };
+    std::vector<ftl::Task> tasks;
+    for (unsigned i = 0; i < kTasks; ++i) {
+        tasks.push_back(i % 2 == 0 ? LambdaTask(holder) : LambdaTask(contender));
+    }
+    ftl::TaskCounter counter(&ts);
+    ts.AddTasks(kTasks, tasks.data(), ftl::TaskPriority::Normal, &counter);
+    ts.WaitForCounter(&counter);
+
+    REQUIRE(shared.Value == static_cast<int>(kTasks / 2 * kIterations * 2 + kTasks / 2 * kIterations));
+    REQUIRE(childRuns.load() == kTasks / 2 * kIterations * 2);
+    REQUIRE(shared.Overlaps.load() == 0);
+    REQUIRE(shared.PinnedMoved.load() == 0);
+}
+
+TEST_CASE("More fibers block on one Fibtex than there are threads", "[fibtex]") {
+    unsigned const threads = FTL_GENERATE_THREAD_COUNT();
+    CAPTURE(threads);
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(Options(threads)) == 0);
+
+    constexpr unsigned kBlocked = 200;
+    Shared shared(&ts);
+    ftl::AtomicFlag release(&ts, 1);
+    ftl::FullAtomicCounter arrived(&ts);
+    std::atomic<unsigned> blockedDone{0};
+    // Holds the lock until every other task has arrived at its lock(); the
+    // others start only once it holds it.
+    ftl::AtomicFlag holding(&ts, 1);
+    auto holder = [&](ftl::TaskScheduler *taskScheduler) {
+        std::lock_guard<ftl::Fibtex> lock(shared.Mutex);
+        Critical(shared);
+        holding.Clear();
+        taskScheduler->WaitForCounter(&release);
+    };
+    auto blocked = [&](ftl::TaskScheduler *) {
+        arrived.FetchAdd(1);
+        std::lock_guard<ftl::Fibtex> lock(shared.Mutex);
+        Critical(shared);
+        blockedDone.fetch_add(1);
+    };
+    ftl::TaskCounter holderDone(&ts);
+    ts.AddTask(LambdaTask(holder), ftl::TaskPriority::High, &holderDone);
+    ts.WaitForCounter(&holding);
+    std::vector<ftl::Task> tasks(kBlocked, LambdaTask(blocked));
+    ftl::TaskCounter done(&ts);
+    ts.AddTasks(kBlocked, tasks.data(), ftl::TaskPriority::Normal, &done);
+    ts.WaitForCounter(&arrived, kBlocked);
+    REQUIRE(blockedDone.load() == 0);
+    release.Clear();
+    ts.WaitForCounter(&done);
+    ts.WaitForCounter(&holderDone);
+
+    REQUIRE(blockedDone.load() == kBlocked);
+    REQUIRE(shared.Value == static_cast<int>(kBlocked + 1));
+    REQUIRE(shared.Overlaps.load() == 0);
+}
+
+TEST_CASE("Fibtex try_lock and locking outside the scheduler's threads", "[fibtex]") {
+    unsigned const threads = FTL_GENERATE_THREAD_COUNT();
+    CAPTURE(threads);
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(Options(threads)) == 0);
+    ftl::Fibtex mutex(&ts);
+
+    SECTION("try_lock on the Init thread") {
+        REQUIRE(mutex.try_lock());
+        REQUIRE_FALSE(mutex.try_lock()); // not recursive
+        mutex.unlock();
+        REQUIRE(mutex.try_lock());
+        mutex.unlock();
+        {
+            std::unique_lock<ftl::Fibtex> lock(mutex, std::try_to_lock);
+            REQUIRE(lock.owns_lock());
+            std::unique_lock<ftl::Fibtex> second(mutex, std::try_to_lock);
+            REQUIRE_FALSE(second.owns_lock());
+        }
+        ftl::LockWrapper wrapped(mutex, ftl::FibtexLockBehavior::Spin);
+        REQUIRE(wrapped.try_lock());
+        REQUIRE_FALSE(mutex.try_lock());
+        wrapped.unlock();
+        REQUIRE(mutex.try_lock());
+        mutex.unlock();
+    }
+
+    SECTION("try_lock fails while a parked task holds it") {
+        ftl::AtomicFlag release(&ts, 1);
+        ftl::AtomicFlag holding(&ts, 1);
+        std::atomic<unsigned> failedTries{0};
+        std::atomic<unsigned> triesAfter{0};
+        auto holder = [&](ftl::TaskScheduler *taskScheduler) {
+            std::lock_guard<ftl::Fibtex> lock(mutex);
+            holding.Clear();
+            taskScheduler->WaitForCounter(&release);
+        };
+        auto trier = [&](ftl::TaskScheduler *) {
+            if (!mutex.try_lock()) {
+                failedTries.fetch_add(1);
+            } else {
+                mutex.unlock();
+            }
+        };
+        ftl::TaskCounter holderDone(&ts);
+        ts.AddTask(LambdaTask(holder), ftl::TaskPriority::Normal, &holderDone);
+        ts.WaitForCounter(&holding);
+        REQUIRE_FALSE(mutex.try_lock());
+        std::vector<ftl::Task> tries(10, LambdaTask(trier));
+        ftl::TaskCounter triesDone(&ts);
+        ts.AddTasks(10, tries.data(), ftl::TaskPriority::Normal, &triesDone);
+        ts.WaitForCounter(&triesDone);
+        REQUIRE(failedTries.load() == 10u);
+        release.Clear();
+        ts.WaitForCounter(&holderDone);
+        auto trierAfter = [&](ftl::TaskScheduler *) {
+            if (mutex.try_lock()) {
+                triesAfter.fetch_add(1);
+                mutex.unlock();
+            }
+        };
+        ftl::TaskCounter afterDone(&ts);
+        ts.AddTask(LambdaTask(trierAfter), ftl::TaskPriority::Normal, &afterDone);
+        ts.WaitForCounter(&afterDone);
+        REQUIRE(triesAfter.load() == 1u);
+    }
+
+    SECTION("A foreign thread may try_lock, lock uncontended and spin") {
+        Shared shared(&ts);
+        std::thread foreign([&] {
+            if (shared.Mutex.try_lock()) {
+                Critical(shared);
+                shared.Mutex.unlock();
+            }
+            shared.Mutex.lock(); // uncontended: no park needed
+            Critical(shared);
+            shared.Mutex.unlock();
+            for (unsigned i = 0; i < 200; ++i) {
+                shared.Mutex.lock_spin_infinite();
+                Critical(shared);
+                shared.Mutex.unlock();
+            }
+        });
+        foreign.join();
+        REQUIRE(shared.Value == 202);
+
+        // Again, now contending with tasks: the foreign thread only spins.
+        auto work = [&](ftl::TaskScheduler *taskScheduler) {
+            for (unsigned i = 0; i < 100; ++i) {
+                LockedIncrement(taskScheduler, shared, LockMode::Traditional);
+            }
+        };
+        std::vector<ftl::Task> tasks(8, LambdaTask(work));
+        ftl::TaskCounter counter(&ts);
+        ts.AddTasks(8, tasks.data(), ftl::TaskPriority::Normal, &counter);
+        std::thread spinner([&] {
+            ftl::LockWrapper wrapped(shared.Mutex, ftl::FibtexLockBehavior::SpinInfinite);
+            for (unsigned i = 0; i < 200; ++i) {
+                std::lock_guard<ftl::LockWrapper> lock(wrapped);
+                Critical(shared);
+            }
+        });
+        ts.WaitForCounter(&counter);
+        spinner.join();
+        REQUIRE(shared.Value == 202 + 800 + 200);
+        REQUIRE(shared.Overlaps.load() == 0);
+    }
+}

@@ -1,0 +1,263 @@
+// Misuse: Init's error results, and the fatal errors (each run in a forked
+// child, whose exit and stderr are checked).
+//
+// The children fork from a parent with no live scheduler: each test case
+// creates its schedulers in the child only, and any scheduler an earlier
+// test case created in this process is destroyed (its threads joined).
+#include "ftl/atomic_counter.h"
+#include "ftl/fibtex.h"
+#include "ftl/task_counter.h"
+#include "ftl/task_scheduler.h"
+#include "ftl/thread_local.h"
+#include "test_support.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+using ftl_test::ChildResult;
+using ftl_test::FibCall;
+using ftl_test::LambdaTask;
+using ftl_test::Options;
+using ftl_test::RunInChild;
+
+namespace {
+
+// Checks that the child died of a fatal error whose message has `phrase`.
+void RequireDeath(ChildResult const &result, std::string const &phrase) {
+    INFO("child stderr:\n" << result.Stderr);
+    INFO("exited " << result.Exited << " code " << result.ExitCode << ", signaled " << result.Signaled
+                   << " signal " << result.Signal << ", timed out " << result.TimedOut);
+    REQUIRE(result.Died());
+    REQUIRE(result.StderrHas(phrase));
+}
+
+} // namespace
+
+TEST_CASE("Init reports errors as InitError values", "[misuse]") {
+    SECTION("Init twice") {
+        ftl::TaskScheduler ts;
+        REQUIRE(ts.Init(Options(2)) == 0);
+        REQUIRE(ts.Init(Options(2)) == static_cast<int>(ftl::InitError::AlreadyInitialized));
+        // The scheduler is untouched and still works.
+        REQUIRE(ts.GetThreadCount() == 2u);
+        FibCall fib{12, 0};
+        ftl::TaskCounter counter(&ts);
+        ts.AddTask(ftl::Task{ftl_test::FibTask, &fib}, ftl::TaskPriority::Normal, &counter);
+        ts.WaitForCounter(&counter);
+        REQUIRE(fib.Result == 144u);
+    }
+
+    SECTION("A fiber pool of size 0") {
+        ftl::TaskSchedulerInitOptions options = Options(2);
+        options.FiberPoolSize = 0;
+        ftl::TaskScheduler ts;
+        REQUIRE(ts.Init(options) == static_cast<int>(ftl::InitError::InvalidOptions));
+        // A scheduler whose Init failed can be destroyed, and a new one made.
+        ftl::TaskScheduler other;
+        REQUIRE(other.Init(Options(2)) == 0);
+    }
+
+    SECTION("A thread that is already a worker of a live scheduler") {
+        ftl::TaskScheduler first;
+        REQUIRE(first.Init(Options(2)) == 0);
+        ftl::TaskScheduler second;
+        REQUIRE(second.Init(Options(2)) == static_cast<int>(ftl::InitError::ThreadAlreadyBound));
+        REQUIRE(first.GetCurrentThreadIndex() == 0u);
+    }
+
+    SECTION("Every InitError has a message") {
+        std::vector<std::string> messages;
+        for (ftl::InitError error :
+             {ftl::InitError::Success, ftl::InitError::AlreadyInitialized, ftl::InitError::InvalidOptions,
+              ftl::InitError::ThreadCreationFailed, ftl::InitError::FiberCreationFailed,
+              ftl::InitError::ThreadAlreadyBound}) {
+            char const *message = ftl::InitErrorString(static_cast<int>(error));
+            REQUIRE(message != nullptr);
+            REQUIRE(std::strlen(message) > 0);
+            messages.emplace_back(message);
+        }
+        std::sort(messages.begin(), messages.end());
+        REQUIRE(std::unique(messages.begin(), messages.end()) == messages.end());
+        REQUIRE(ftl::InitErrorString(-1000) != nullptr);
+    }
+}
+
+TEST_CASE("WaitForCounter from a thread the scheduler does not own aborts", "[misuse]") {
+    ChildResult const result = RunInChild([] {
+        ftl::TaskScheduler ts;
+        ts.Init(Options(2));
+        ftl::AtomicFlag flag(&ts, 1);
+        std::thread([&] { ts.WaitForCounter(&flag); }).join();
+    });
+    RequireDeath(result, "worker");
+}
+
+TEST_CASE("Unlocking a Fibtex the fiber does not hold aborts", "[misuse]") {
+    SECTION("Held by another fiber") {
+        ChildResult const result = RunInChild([] {
+            ftl::TaskScheduler ts;
+            ts.Init(Options(1));
+            ftl::Fibtex mutex(&ts);
+            mutex.lock(); // held by the Init thread's fiber
+            auto unlocker = [&](ftl::TaskScheduler *) { mutex.unlock(); };
+            ftl::TaskCounter counter(&ts);
+            ts.AddTask(LambdaTask(unlocker), ftl::TaskPriority::Normal, &counter);
+            ts.WaitForCounter(&counter);
+        });
+        RequireDeath(result, "not hold");
+    }
+
+    SECTION("Not locked at all") {
+        ChildResult const result = RunInChild([] {
+            ftl::TaskScheduler ts;
+            ts.Init(Options(1));
+            ftl::Fibtex mutex(&ts);
+            mutex.unlock();
+        });
+        RequireDeath(result, "not locked");
+    }
+}
+
+TEST_CASE("Unlocking a Fibtex twice aborts", "[misuse]") {
+    ChildResult const result = RunInChild([] {
+        ftl::TaskScheduler ts;
+        ts.Init(Options(2));
+        ftl::Fibtex mutex(&ts);
+        auto twice = [&](ftl::TaskScheduler *) {
+            mutex.lock();
+            mutex.unlock();
+            mutex.unlock();
+        };
+        ftl::TaskCounter counter(&ts);
+        ts.AddTask(LambdaTask(twice), ftl::TaskPriority::Normal, &counter);
+        ts.WaitForCounter(&counter);
+    });
+    RequireDeath(result, "twice");
+}
+
+TEST_CASE("Destroying a locked Fibtex aborts", "[misuse]") {
+    ChildResult const result = RunInChild([] {
+        ftl::TaskScheduler ts;
+        ts.Init(Options(1));
+        auto *mutex = new ftl::Fibtex(&ts);
+        mutex->lock();
+        delete mutex;
+    });
+    RequireDeath(result, "locked");
+}
+
+TEST_CASE("A Fibtex lock that must park outside the scheduler aborts", "[misuse]") {
+    ChildResult const result = RunInChild([] {
+        ftl::TaskScheduler ts;
+        ts.Init(Options(2));
+        ftl::Fibtex mutex(&ts);
+        ftl::AtomicFlag holding(&ts, 1);
+        ftl::AtomicFlag release(&ts, 1);
+        auto holder = [&](ftl::TaskScheduler *taskScheduler) {
+            std::lock_guard<ftl::Fibtex> lock(mutex);
+            holding.Clear();
+            taskScheduler->WaitForCounter(&release);
+        };
+        ftl::TaskCounter counter(&ts);
+        ts.AddTask(LambdaTask(holder), ftl::TaskPriority::Normal, &counter);
+        ts.WaitForCounter(&holding);
+        std::thread([&] { mutex.lock(); }).join(); // contended, on a foreign thread
+    });
+    RequireDeath(result, "worker");
+}
+
+TEST_CASE("Destroying a counter while a fiber waits on it aborts", "[misuse]") {
+    int const kind = GENERATE(0, 1, 2);
+    char const *const kinds[] = {"AtomicFlag", "TaskCounter", "FullAtomicCounter"};
+    CAPTURE(kinds[kind]);
+    ChildResult const result = RunInChild([kind] {
+        ftl::TaskScheduler ts;
+        ts.Init(Options(1));
+        auto *flag = new ftl::AtomicFlag(&ts, 1);
+        auto *counter = new ftl::TaskCounter(&ts, 1);
+        auto *value = new ftl::FullAtomicCounter(&ts, 0);
+        // One thread: the destroyer runs only once the waiter has parked.
+        auto destroyer = [&](ftl::TaskScheduler *) {
+            switch (kind) {
+            case 0:
+                delete flag;
+                break;
+            case 1:
+                delete counter;
+                break;
+            default:
+                delete value;
+                break;
+            }
+        };
+        auto waiter = [&](ftl::TaskScheduler *taskScheduler) {
+            taskScheduler->AddTask(LambdaTask(destroyer), ftl::TaskPriority::High);
+            switch (kind) {
+            case 0:
+                taskScheduler->WaitForCounter(flag);
+                break;
+            case 1:
+                taskScheduler->WaitForCounter(counter);
+                break;
+            default:
+                taskScheduler->WaitForCounter(value, 1);
+                break;
+            }
+        };
+        ftl::TaskCounter done(&ts);
+        ts.AddTask(LambdaTask(waiter), ftl::TaskPriority::Normal, &done);
+        ts.WaitForCounter(&done);
+    });
+    RequireDeath(result, "destroyed");
+}
+
+TEST_CASE("FiberPoolPolicy::Fatal aborts naming the pool size", "[misuse]") {
+    ChildResult const result = RunInChild([] {
+        ftl::TaskSchedulerInitOptions options = Options(2);
+        options.FiberPoolSize = 37;
+        options.PoolPolicy = ftl::FiberPoolPolicy::Fatal;
+        ftl::TaskScheduler ts;
+        ts.Init(options);
+        ftl::AtomicFlag flag(&ts, 1);
+        auto waiter = [&](ftl::TaskScheduler *taskScheduler) { taskScheduler->WaitForCounter(&flag); };
+        std::vector<ftl::Task> tasks(100, LambdaTask(waiter));
+        ftl::TaskCounter counter(&ts);
+        ts.AddTasks(100, tasks.data(), ftl::TaskPriority::Normal, &counter);
+        ts.WaitForCounter(&counter); // never released: the pool runs dry first
+    });
+    RequireDeath(result, "pool");
+    REQUIRE(result.StderrHas("37"));
+}
+
+TEST_CASE("ThreadLocal used outside the scheduler's threads aborts", "[misuse]") {
+    ChildResult const result = RunInChild([] {
+        ftl::TaskScheduler ts;
+        ts.Init(Options(2));
+        ftl::ThreadLocal<int> local(&ts);
+        *local = 1; // the Init thread is worker 0: fine
+        std::thread([&] { *local = 2; }).join();
+    });
+    RequireDeath(result, "not a worker");
+}
+
+TEST_CASE("The death-test runner tells a clean exit from a death", "[misuse]") {
+    ChildResult const clean = RunInChild([] { std::fputs("just a message\n", stderr); });
+    REQUIRE(clean.Exited);
+    REQUIRE(clean.ExitCode == 0);
+    REQUIRE_FALSE(clean.Died());
+    REQUIRE(clean.StderrHas("JUST A MESSAGE"));
+
+    ChildResult const aborted = RunInChild([] {
+        std::fputs("about to abort\n", stderr);
+        std::abort();
+    });
+    REQUIRE(aborted.Died());
+    REQUIRE(aborted.Signal == SIGABRT);
+    REQUIRE(aborted.StderrHas("about to abort"));
+}

@@ -1,0 +1,801 @@
+// TaskScheduler: Init, AddTask(s), WaitForCounter, indices, pool growth,
+// pinned waits, register state across fiber switches, thread affinity.
+#include "ftl/task_scheduler.h"
+#include "ftl/atomic_counter.h"
+#include "ftl/task_counter.h"
+#include "test_support.h"
+
+#include <algorithm>
+#include <cfenv>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <pthread.h>
+#include <sched.h>
+#include <xmmintrin.h>
+
+using ftl_test::ClearFlag;
+using ftl_test::FibCall;
+using ftl_test::FibTask;
+using ftl_test::LambdaTask;
+using ftl_test::Options;
+using ftl_test::ParkOnce;
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Triangle number
+
+struct RangeSum {
+    std::uint64_t First;
+    std::uint64_t Last;
+    std::uint64_t Sum;
+};
+
+void SumRange(ftl::TaskScheduler * /*taskScheduler*/, void *arg) {
+    auto *range = static_cast<RangeSum *>(arg);
+    std::uint64_t sum = 0;
+    for (std::uint64_t i = range->First; i <= range->Last; ++i) {
+        sum += i;
+    }
+    range->Sum = sum; // plain store: the counter's ordering makes it visible
+}
+
+// Splits 1..n into tasks of perTask numbers, runs them, returns the sum.
+std::uint64_t TriangleNumber(ftl::TaskScheduler &ts, std::uint64_t n, std::uint64_t perTask, bool oneByOne) {
+    std::size_t const numTasks = static_cast<std::size_t>((n + perTask - 1) / perTask);
+    std::vector<RangeSum> ranges(numTasks);
+    std::vector<ftl::Task> tasks(numTasks);
+    for (std::size_t i = 0; i < numTasks; ++i) {
+        std::uint64_t const first = 1 + i * perTask;
+        ranges[i] = RangeSum{first, std::min(n, first + perTask - 1), 0};
+        tasks[i] = ftl::Task{SumRange, &ranges[i]};
+    }
+    ftl::TaskCounter counter(&ts);
+    if (oneByOne) {
+        for (ftl::Task const &task : tasks) {
+            ts.AddTask(task, ftl::TaskPriority::Normal, &counter);
+        }
+    } else {
+        ts.AddTasks(static_cast<unsigned>(numTasks), tasks.data(), ftl::TaskPriority::High, &counter);
+    }
+    ts.WaitForCounter(&counter);
+    std::uint64_t total = 0;
+    for (RangeSum const &range : ranges) {
+        total += range.Sum;
+    }
+    return total;
+}
+
+// ---------------------------------------------------------------------------
+// Producers and consumers
+
+constexpr unsigned kProducers = 100;
+constexpr unsigned kConsumersPerProducer = 1000;
+
+struct ProducerState {
+    std::atomic<unsigned> *Consumed;
+    std::atomic<unsigned> *Errors;
+    std::atomic<unsigned> Mine{0};
+};
+
+void ConsumerTask(ftl::TaskScheduler * /*taskScheduler*/, void *arg) {
+    auto *producer = static_cast<ProducerState *>(arg);
+    // Relaxed on purpose: the producer's wait must make these visible.
+    producer->Mine.fetch_add(1, std::memory_order_relaxed);
+    producer->Consumed->fetch_add(1, std::memory_order_relaxed);
+}
+
+void ProducerTask(ftl::TaskScheduler *ts, void *arg) {
+    auto *producer = static_cast<ProducerState *>(arg);
+    std::vector<ftl::Task> tasks(kConsumersPerProducer, ftl::Task{ConsumerTask, producer});
+    ftl::TaskCounter counter(ts);
+    ts->AddTasks(kConsumersPerProducer, tasks.data(), ftl::TaskPriority::Normal, &counter);
+    ts->WaitForCounter(&counter);
+    if (producer->Mine.load(std::memory_order_relaxed) != kConsumersPerProducer) {
+        producer->Errors->fetch_add(1);
+    }
+}
+
+} // namespace
+
+TEST_CASE("Triangle number summed in tasks", "[scheduler]") {
+    unsigned const threads = FTL_GENERATE_THREAD_COUNT();
+    CAPTURE(threads);
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(Options(threads)) == 0);
+    REQUIRE(ts.GetThreadCount() == threads);
+
+    constexpr std::uint64_t n = 10000000;
+    bool const oneByOne = GENERATE(false, true);
+    CAPTURE(oneByOne);
+    REQUIRE(TriangleNumber(ts, n, 1000, oneByOne) == n * (n + 1) / 2);
+    // A remainder batch and a single number per task.
+    REQUIRE(TriangleNumber(ts, 12345, 1000, oneByOne) == 12345ull * 12346ull / 2);
+    REQUIRE(TriangleNumber(ts, 3000, 1, oneByOne) == 3000ull * 3001ull / 2);
+}
+
+TEST_CASE("Producer tasks add consumer tasks and wait for them", "[scheduler]") {
+    unsigned const threads = FTL_GENERATE_THREAD_COUNT();
+    CAPTURE(threads);
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(Options(threads)) == 0);
+
+    std::atomic<unsigned> consumed{0};
+    std::atomic<unsigned> errors{0};
+    std::vector<ProducerState> producers(kProducers);
+    std::vector<ftl::Task> tasks;
+    for (ProducerState &producer : producers) {
+        producer.Consumed = &consumed;
+        producer.Errors = &errors;
+        tasks.push_back(ftl::Task{ProducerTask, &producer});
+    }
+    ftl::TaskCounter counter(&ts);
+    ts.AddTasks(kProducers, tasks.data(), ftl::TaskPriority::High, &counter);
+    ts.WaitForCounter(&counter);
+
+    REQUIRE(consumed.load() == kProducers * kConsumersPerProducer);
+    REQUIRE(errors.load() == 0);
+}
+
+TEST_CASE("Recursive Fibonacci with a wait in every call", "[scheduler]") {
+    unsigned const threads = FTL_GENERATE_THREAD_COUNT();
+    CAPTURE(threads);
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(Options(threads)) == 0);
+
+    FibCall call{25, 0};
+    ftl::TaskCounter counter(&ts);
+    ts.AddTask(ftl::Task{FibTask, &call}, ftl::TaskPriority::High, &counter);
+    ts.WaitForCounter(&counter);
+    REQUIRE(call.Result == 75025u);
+}
+
+TEST_CASE("More fibers wait on one counter than the fiber pool holds", "[scheduler]") {
+    unsigned const threads = FTL_GENERATE_THREAD_COUNT();
+    CAPTURE(threads);
+    ftl::TaskSchedulerInitOptions options = Options(threads);
+    options.FiberPoolSize = 16;
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(options) == 0);
+
+    constexpr unsigned kWaiters = 200;
+    ftl::FullAtomicCounter arrived(&ts);
+    std::atomic<unsigned> released{0};
+    std::atomic<unsigned> resumed{0};
+    std::atomic<unsigned> early{0};
+
+    ftl::AtomicFlag flag(&ts, 1);
+    ftl::TaskCounter gate(&ts);
+    gate.Add(1);
+    ftl::FullAtomicCounter open(&ts, 0);
+
+    int const kind = GENERATE(0, 1, 2);
+    char const *const kinds[] = {"AtomicFlag", "TaskCounter", "FullAtomicCounter"};
+    CAPTURE(kinds[kind]);
+
+    auto waiter = [&](ftl::TaskScheduler *taskScheduler) {
+        arrived.FetchAdd(1);
+        switch (kind) {
+        case 0:
+            taskScheduler->WaitForCounter(&flag);
+            break;
+        case 1:
+            taskScheduler->WaitForCounter(&gate);
+            break;
+        default:
+            taskScheduler->WaitForCounter(&open, 1);
+            break;
+        }
+        if (released.load() == 0) {
+            early.fetch_add(1);
+        }
+        resumed.fetch_add(1);
+    };
+    // Releases the waiters once every one of them has started: at that point
+    // each holds a fiber, far more than the pool's initial 16.
+    auto releaser = [&](ftl::TaskScheduler *taskScheduler) {
+        taskScheduler->WaitForCounter(&arrived, kWaiters);
+        released.store(1);
+        switch (kind) {
+        case 0:
+            flag.Clear();
+            break;
+        case 1:
+            gate.Decrement();
+            break;
+        default:
+            open.Store(1);
+            break;
+        }
+    };
+
+    std::vector<ftl::Task> tasks(kWaiters, LambdaTask(waiter));
+    tasks.push_back(LambdaTask(releaser));
+    ftl::TaskCounter done(&ts);
+    ts.AddTasks(static_cast<unsigned>(tasks.size()), tasks.data(), ftl::TaskPriority::Normal, &done);
+    ts.WaitForCounter(&done);
+
+    REQUIRE(resumed.load() == kWaiters);
+    REQUIRE(early.load() == 0);
+    // All the waiters had started and none had finished when they were
+    // released; at most one per thread can run on a thread's own fiber.
+    REQUIRE(ts.GetFiberCount() >= kWaiters - threads);
+}
+
+namespace {
+
+struct PoolGrowth {
+    std::atomic<unsigned> Calls{0};
+    std::atomic<unsigned> Largest{0};
+};
+
+void OnPoolGrown(void *context, unsigned fiberCount) {
+    auto *growth = static_cast<PoolGrowth *>(context);
+    growth->Calls.fetch_add(1);
+    unsigned seen = growth->Largest.load();
+    while (seen < fiberCount && !growth->Largest.compare_exchange_weak(seen, fiberCount)) {
+    }
+}
+
+} // namespace
+
+TEST_CASE("Fiber pool grows when it runs dry under FiberPoolPolicy::Grow", "[scheduler]") {
+    unsigned const threads = FTL_GENERATE_THREAD_COUNT();
+    CAPTURE(threads);
+    PoolGrowth growth;
+    ftl::TaskSchedulerInitOptions options = Options(threads);
+    options.FiberPoolSize = 4;
+    options.PoolPolicy = ftl::FiberPoolPolicy::Grow;
+    options.Callbacks.Context = &growth;
+    options.Callbacks.OnFiberPoolGrown = OnPoolGrown;
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(options) == 0);
+    REQUIRE(ts.GetFiberCount() == 4u);
+
+    constexpr unsigned kWaiters = 100;
+    ftl::AtomicFlag flag(&ts, 1);
+    ftl::FullAtomicCounter arrived(&ts);
+    std::atomic<unsigned> resumed{0};
+    auto waiter = [&](ftl::TaskScheduler *taskScheduler) {
+        arrived.FetchAdd(1);
+        taskScheduler->WaitForCounter(&flag);
+        resumed.fetch_add(1);
+    };
+    auto releaser = [&](ftl::TaskScheduler *taskScheduler) {
+        taskScheduler->WaitForCounter(&arrived, kWaiters);
+        flag.Clear();
+    };
+    std::vector<ftl::Task> tasks(kWaiters, LambdaTask(waiter));
+    tasks.push_back(LambdaTask(releaser));
+    ftl::TaskCounter done(&ts);
+    ts.AddTasks(static_cast<unsigned>(tasks.size()), tasks.data(), ftl::TaskPriority::High, &done);
+    ts.WaitForCounter(&done);
+
+    REQUIRE(resumed.load() == kWaiters);
+    REQUIRE(ts.GetFiberCount() >= kWaiters - threads);
+    REQUIRE(growth.Calls.load() >= 1u);
+    REQUIRE(growth.Largest.load() == ts.GetFiberCount());
+}
+
+TEST_CASE("Two schedulers one after another in one process", "[scheduler]") {
+    for (unsigned threads : {2u, 3u, 1u, 2u}) {
+        CAPTURE(threads);
+        ftl::TaskScheduler ts;
+        REQUIRE(ts.Init(Options(threads)) == 0);
+        REQUIRE(ts.GetThreadCount() == threads);
+        REQUIRE(ts.GetCurrentThreadIndex() == 0u);
+        REQUIRE(TriangleNumber(ts, 100000, 100, false) == 100000ull * 100001ull / 2);
+        FibCall call{15, 0};
+        ftl::TaskCounter counter(&ts);
+        ts.AddTask(ftl::Task{FibTask, &call}, ftl::TaskPriority::Normal, &counter);
+        ts.WaitForCounter(&counter);
+        REQUIRE(call.Result == 610u);
+    }
+}
+
+TEST_CASE("Threads outside the scheduler add tasks", "[scheduler]") {
+    unsigned const threads = FTL_GENERATE_THREAD_COUNT();
+    CAPTURE(threads);
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(Options(threads)) == 0);
+
+    std::atomic<unsigned> ran{0};
+    auto increment = [&](ftl::TaskScheduler *) { ran.fetch_add(1, std::memory_order_relaxed); };
+    ftl::Task const incrementTask = LambdaTask(increment);
+    constexpr unsigned kPerThread = 1000;
+
+    SECTION("Then the Init thread waits on their counter") {
+        ftl::TaskCounter counter(&ts);
+        std::vector<std::thread> adders;
+        for (unsigned t = 0; t < 4; ++t) {
+            adders.emplace_back([&, t] {
+                if (t % 2 == 0) {
+                    for (unsigned i = 0; i < kPerThread; ++i) {
+                        ts.AddTask(incrementTask, ftl::TaskPriority::Normal, &counter);
+                    }
+                } else {
+                    std::vector<ftl::Task> batch(kPerThread, incrementTask);
+                    ts.AddTasks(kPerThread, batch.data(), ftl::TaskPriority::High, &counter);
+                }
+            });
+        }
+        for (std::thread &adder : adders) {
+            adder.join();
+        }
+        ts.WaitForCounter(&counter);
+        REQUIRE(ran.load() == 4 * kPerThread);
+    }
+
+    SECTION("While the Init thread is parked") {
+        ftl::AtomicFlag flag(&ts, 1);
+        ftl::TaskCounter counter(&ts);
+        auto closer = [&](ftl::TaskScheduler *taskScheduler) {
+            taskScheduler->WaitForCounter(&counter);
+            flag.Clear();
+        };
+        std::thread adder([&] {
+            // Give the Init thread time to park.
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            for (unsigned i = 0; i < kPerThread; ++i) {
+                ts.AddTask(incrementTask, ftl::TaskPriority::Normal, &counter);
+            }
+            ts.AddTask(LambdaTask(closer), ftl::TaskPriority::Normal);
+        });
+        ts.WaitForCounter(&flag);
+        adder.join();
+        REQUIRE(ran.load() == kPerThread);
+    }
+}
+
+TEST_CASE("Thread and fiber indices", "[scheduler]") {
+    unsigned const threads = FTL_GENERATE_THREAD_COUNT();
+    CAPTURE(threads);
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(Options(threads)) == 0);
+    REQUIRE(ts.GetThreadCount() == threads);
+    REQUIRE(ts.GetCurrentThreadIndex() == 0u);
+    REQUIRE(ts.GetCurrentFiberIndex() == ftl::kThreadFiberIndexBase);
+    REQUIRE(ts.GetFiberCount() == ftl::TaskSchedulerInitOptions().FiberPoolSize);
+
+    unsigned foreignThread = 0;
+    unsigned foreignFiber = 0;
+    std::thread([&] {
+        foreignThread = ts.GetCurrentThreadIndex();
+        foreignFiber = ts.GetCurrentFiberIndex();
+    }).join();
+    REQUIRE(foreignThread == ftl::kInvalidIndex);
+    REQUIRE(foreignFiber == ftl::kInvalidIndex);
+
+    std::atomic<unsigned> badThread{0};
+    std::atomic<unsigned> badFiber{0};
+    auto check = [&](ftl::TaskScheduler *taskScheduler) {
+        unsigned const thread = taskScheduler->GetCurrentThreadIndex();
+        unsigned const fiber = taskScheduler->GetCurrentFiberIndex();
+        if (thread >= taskScheduler->GetThreadCount()) {
+            badThread.fetch_add(1);
+        }
+        bool const poolFiber = fiber < taskScheduler->GetFiberCount();
+        bool const threadFiber = fiber == ftl::kThreadFiberIndexBase + thread;
+        if (!poolFiber && !threadFiber) {
+            badFiber.fetch_add(1);
+        }
+        ftl_test::BusyMicros(10);
+    };
+    std::vector<ftl::Task> tasks(500, LambdaTask(check));
+    ftl::TaskCounter counter(&ts);
+    ts.AddTasks(500, tasks.data(), ftl::TaskPriority::Normal, &counter);
+    ts.WaitForCounter(&counter);
+    REQUIRE(badThread.load() == 0);
+    REQUIRE(badFiber.load() == 0);
+    REQUIRE(ts.GetCurrentThreadIndex() == 0u);
+    REQUIRE(ts.GetCurrentFiberIndex() == ftl::kThreadFiberIndexBase);
+}
+
+TEST_CASE("ThreadPoolSize 0 means one thread per allowed CPU", "[scheduler]") {
+    // Counted before Init, which pins this thread to one CPU.
+    unsigned const cpus = ftl_test::AllowedCpuCount();
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init() == 0);
+    REQUIRE(ts.GetThreadCount() == cpus);
+    REQUIRE(ts.GetEmptyQueueBehavior() == ftl::EmptyQueueBehavior::Sleep);
+    REQUIRE(TriangleNumber(ts, 50000, 100, false) == 50000ull * 50001ull / 2);
+}
+
+// ---------------------------------------------------------------------------
+// Pinned waits
+
+namespace {
+
+struct PinnedStats {
+    std::atomic<unsigned> Waits{0};
+    std::atomic<unsigned> Moved{0};      // pinned waits that resumed elsewhere
+    std::atomic<unsigned> OutOfRange{0}; // thread indices >= GetThreadCount()
+    std::atomic<unsigned> Migrations{0}; // unpinned waits that resumed elsewhere
+};
+
+void BusyChild(ftl::TaskScheduler * /*taskScheduler*/, void * /*arg*/) {
+    ftl_test::BusyMicros(5);
+}
+
+void AddOne(ftl::TaskScheduler * /*taskScheduler*/, void *arg) {
+    static_cast<ftl::FullAtomicCounter *>(arg)->FetchAdd(1);
+}
+
+// Waits once on a fresh counter of the kind picked by `round`, released by a
+// child task that may run on any thread.
+void WaitOnce(ftl::TaskScheduler *ts, unsigned round, bool pinned) {
+    switch (round % 3) {
+    case 0: {
+        ftl::TaskCounter counter(ts);
+        ftl::Task const children[2] = {{BusyChild, nullptr}, {BusyChild, nullptr}};
+        ts->AddTasks(2, children, ftl::TaskPriority::Normal, &counter);
+        ts->WaitForCounter(&counter, pinned);
+        break;
+    }
+    case 1: {
+        ftl::AtomicFlag flag(ts, 1);
+        ts->AddTask(ftl::Task{ClearFlag, &flag}, ftl::TaskPriority::Normal);
+        ts->WaitForCounter(&flag, pinned);
+        break;
+    }
+    default: {
+        ftl::FullAtomicCounter value(ts);
+        ts->AddTask(ftl::Task{AddOne, &value}, ftl::TaskPriority::Normal);
+        ts->WaitForCounter(&value, 1, pinned);
+        break;
+    }
+    }
+}
+
+} // namespace
+
+TEST_CASE("Pinned waits resume on the thread they waited on", "[scheduler]") {
+    unsigned const threads = FTL_GENERATE_THREAD_COUNT();
+    CAPTURE(threads);
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(Options(threads)) == 0);
+
+    PinnedStats stats;
+    constexpr unsigned kRounds = 40;
+    auto pinnedWaiter = [&](ftl::TaskScheduler *taskScheduler) {
+        for (unsigned round = 0; round < kRounds; ++round) {
+            unsigned const before = taskScheduler->GetCurrentThreadIndex();
+            pthread_t const osBefore = pthread_self();
+            WaitOnce(taskScheduler, round, true);
+            unsigned const after = taskScheduler->GetCurrentThreadIndex();
+            if (after != before || !pthread_equal(osBefore, pthread_self())) {
+                stats.Moved.fetch_add(1);
+            }
+            if (after >= taskScheduler->GetThreadCount()) {
+                stats.OutOfRange.fetch_add(1);
+            }
+            stats.Waits.fetch_add(1);
+        }
+    };
+    // Keeps every thread busy with unpinned waits, so the pinned fibers are
+    // readied by, and visible to, other threads.
+    auto unpinnedWaiter = [&](ftl::TaskScheduler *taskScheduler) {
+        for (unsigned round = 0; round < kRounds; ++round) {
+            unsigned const before = taskScheduler->GetCurrentThreadIndex();
+            WaitOnce(taskScheduler, round, false);
+            unsigned const after = taskScheduler->GetCurrentThreadIndex();
+            if (after != before) {
+                stats.Migrations.fetch_add(1);
+            }
+            if (after >= taskScheduler->GetThreadCount()) {
+                stats.OutOfRange.fetch_add(1);
+            }
+        }
+    };
+
+    constexpr unsigned kPinned = 32;
+    std::vector<ftl::Task> tasks(kPinned, LambdaTask(pinnedWaiter));
+    tasks.insert(tasks.end(), 4 * threads, LambdaTask(unpinnedWaiter));
+
+    ftl::TaskCounter counter(&ts);
+    ts.AddTasks(static_cast<unsigned>(tasks.size()), tasks.data(), ftl::TaskPriority::Normal, &counter);
+
+    // The Init thread's own waits, unpinned, must come back to it.
+    std::thread::id const mainId = std::this_thread::get_id();
+    unsigned mainMoved = 0;
+    for (unsigned round = 0; round < kRounds; ++round) {
+        WaitOnce(&ts, round, false);
+        if (ts.GetCurrentThreadIndex() != 0 || std::this_thread::get_id() != mainId) {
+            ++mainMoved;
+        }
+    }
+    ts.WaitForCounter(&counter);
+
+    REQUIRE(stats.Waits.load() == kPinned * kRounds);
+    REQUIRE(stats.Moved.load() == 0);
+    REQUIRE(stats.OutOfRange.load() == 0);
+    REQUIRE(mainMoved == 0);
+    // Unpinned waits may resume anywhere; only recorded, never required.
+    if (threads >= 2 && stats.Migrations.load() == 0) {
+        WARN("no unpinned wait migrated to another thread in this run");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Floating-point and SIMD state across fiber switches
+
+namespace {
+
+struct FloatResults {
+    double Double;
+    float Float;
+    double Volatile;
+    float Vector[4];
+
+    // Bit for bit: a value that was damaged and one that was rounded
+    // differently must both fail.
+    bool operator==(FloatResults const &other) const {
+        return std::memcmp(&Double, &other.Double, sizeof(Double)) == 0 &&
+               std::memcmp(&Float, &other.Float, sizeof(Float)) == 0 &&
+               std::memcmp(&Volatile, &other.Volatile, sizeof(Volatile)) == 0 &&
+               std::memcmp(Vector, other.Vector, sizeof(Vector)) == 0;
+    }
+};
+
+// The computation of the float test; with ts == nullptr it never waits, which
+// gives the expected bits.
+FloatResults FloatWork(ftl::TaskScheduler *ts, unsigned seed) {
+    double acc = 1.0 + static_cast<double>(seed) * 0.001;
+    float facc = 0.5f + static_cast<float>(seed) * 0.25f;
+    volatile double vacc = static_cast<double>(seed) / 7.0;
+    __m128 vec = _mm_set_ps(static_cast<float>(seed), 1.5f, -2.25f, 0.1f);
+    __m128 const factor = _mm_set1_ps(1.0009765625f);
+    __m128 const addend = _mm_set_ps(0.3f, -0.7f, 1.1f, 0.013f);
+    for (int step = 0; step < 6; ++step) {
+        acc = acc * 1.000000119 + 0.1 * static_cast<double>(step);
+        facc = facc * 1.125f - 0.3f;
+        vacc = vacc * 3.0000001 - 1.0 / 3.0;
+        vec = _mm_add_ps(_mm_mul_ps(vec, factor), addend);
+        if (ts != nullptr) {
+            ParkOnce(ts);
+        }
+    }
+    FloatResults results{};
+    results.Double = acc;
+    results.Float = facc;
+    results.Volatile = vacc;
+    _mm_storeu_ps(results.Vector, vec);
+    return results;
+}
+
+constexpr unsigned kRoundingMask = 0x6000;   // MXCSR.RC
+constexpr unsigned kRoundUpMxcsr = 0x4000;   // RC = 10b: toward +infinity
+constexpr unsigned kRoundNearestMxcsr = 0x0; // RC = 00b
+
+// Not inlined, so the division cannot move across a fesetround call.
+__attribute__((noinline)) double OneThird() {
+    volatile double one = 1.0;
+    volatile double three = 3.0;
+    return one / three;
+}
+
+} // namespace
+
+TEST_CASE("Floating-point and SIMD values survive waits", "[scheduler]") {
+    unsigned const threads = FTL_GENERATE_THREAD_COUNT();
+    CAPTURE(threads);
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(Options(threads)) == 0);
+
+    constexpr unsigned kTasks = 64;
+    std::vector<FloatResults> expected(kTasks);
+    for (unsigned i = 0; i < kTasks; ++i) {
+        expected[i] = FloatWork(nullptr, i);
+    }
+    std::atomic<unsigned> next{0};
+    std::atomic<unsigned> wrong{0};
+    auto work = [&](ftl::TaskScheduler *taskScheduler) {
+        unsigned const seed = next.fetch_add(1);
+        if (!(FloatWork(taskScheduler, seed) == expected[seed])) {
+            wrong.fetch_add(1);
+        }
+    };
+    std::vector<ftl::Task> tasks(kTasks, LambdaTask(work));
+    ftl::TaskCounter counter(&ts);
+    ts.AddTasks(kTasks, tasks.data(), ftl::TaskPriority::Normal, &counter);
+    // The Init thread's fiber computes too.
+    FloatResults const mine = FloatWork(&ts, 1000);
+    ts.WaitForCounter(&counter);
+    REQUIRE(mine == FloatWork(nullptr, 1000));
+    REQUIRE(wrong.load() == 0);
+}
+
+TEST_CASE("Rounding mode set in a task survives its waits", "[scheduler]") {
+    unsigned const threads = FTL_GENERATE_THREAD_COUNT();
+    CAPTURE(threads);
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(Options(threads)) == 0);
+
+    int const originalRound = std::fegetround();
+    REQUIRE(originalRound == FE_TONEAREST);
+    double const nearestThird = OneThird();
+    std::fesetround(FE_UPWARD);
+    double const upwardThird = OneThird();
+    std::fesetround(originalRound);
+    REQUIRE(nearestThird != upwardThird);
+
+    std::atomic<unsigned> lost{0};   // the rounding task saw another mode after a wait
+    std::atomic<unsigned> leaked{0}; // a bystander task saw round-upward
+    std::atomic<unsigned> roundingDone{0};
+    auto rounding = [&](ftl::TaskScheduler *taskScheduler) {
+        unsigned const savedCsr = _mm_getcsr();
+        int const savedRound = std::fegetround();
+        std::fesetround(FE_UPWARD);
+        for (int i = 0; i < 5; ++i) {
+            ParkOnce(taskScheduler);
+            if (std::fegetround() != FE_UPWARD || (_mm_getcsr() & kRoundingMask) != kRoundUpMxcsr ||
+                OneThird() != upwardThird) {
+                lost.fetch_add(1);
+            }
+        }
+        std::fesetround(savedRound);
+        _mm_setcsr(savedCsr);
+        roundingDone.fetch_add(1);
+    };
+    // Runs while rounding tasks are parked with round-upward in their context.
+    auto bystander = [&](ftl::TaskScheduler *) {
+        if (std::fegetround() != FE_TONEAREST || (_mm_getcsr() & kRoundingMask) != kRoundNearestMxcsr ||
+            OneThird() != nearestThird) {
+            leaked.fetch_add(1);
+        }
+    };
+    std::vector<ftl::Task> tasks;
+    for (unsigned i = 0; i < 32; ++i) {
+        tasks.push_back(LambdaTask(rounding));
+        tasks.push_back(LambdaTask(bystander));
+        tasks.push_back(LambdaTask(bystander));
+    }
+    ftl::TaskCounter counter(&ts);
+    ts.AddTasks(static_cast<unsigned>(tasks.size()), tasks.data(), ftl::TaskPriority::Normal, &counter);
+    ts.WaitForCounter(&counter);
+
+    REQUIRE(roundingDone.load() == 32u);
+    REQUIRE(lost.load() == 0);
+    REQUIRE(leaked.load() == 0);
+    REQUIRE(std::fegetround() == FE_TONEAREST);
+    REQUIRE((_mm_getcsr() & kRoundingMask) == kRoundNearestMxcsr);
+}
+
+// ---------------------------------------------------------------------------
+// Thread affinity
+
+namespace {
+
+std::vector<std::size_t> CpusOf(cpu_set_t const &set) {
+    std::vector<std::size_t> cpus;
+    for (std::size_t cpu = 0; cpu < std::size_t{CPU_SETSIZE}; ++cpu) {
+        if (CPU_ISSET(cpu, &set)) {
+            cpus.push_back(cpu);
+        }
+    }
+    return cpus;
+}
+
+// Each worker's affinity mask, read by tasks on that worker (index 0 by the
+// Init thread itself). Each task holds its worker until every worker has run
+// one, so the tasks still queued can only go to workers not seen yet.
+std::vector<cpu_set_t> WorkerMasks(ftl::TaskScheduler &ts, bool &complete) {
+    unsigned const threads = ts.GetThreadCount();
+    std::vector<cpu_set_t> masks(threads);
+    std::vector<std::atomic<bool>> seen(threads);
+    for (auto &flag : seen) {
+        flag.store(false);
+    }
+    std::mutex mutex;
+    pthread_getaffinity_np(pthread_self(), sizeof(cpu_set_t), &masks[0]);
+    seen[0].store(true);
+    auto allSeen = [&] {
+        return std::all_of(seen.begin(), seen.end(), [](std::atomic<bool> const &s) { return s.load(); });
+    };
+    auto record = [&](ftl::TaskScheduler *taskScheduler) {
+        unsigned const index = taskScheduler->GetCurrentThreadIndex();
+        if (index < threads && !seen[index].load()) {
+            cpu_set_t mask;
+            CPU_ZERO(&mask);
+            pthread_getaffinity_np(pthread_self(), sizeof(mask), &mask);
+            std::lock_guard<std::mutex> lock(mutex);
+            masks[index] = mask;
+            seen[index].store(true);
+        }
+        ftl_test::SpinUntil(allSeen, std::chrono::milliseconds(10000));
+    };
+    std::vector<ftl::Task> tasks(2 * threads, LambdaTask(record));
+    ftl::TaskCounter counter(&ts);
+    ts.AddTasks(static_cast<unsigned>(tasks.size()), tasks.data(), ftl::TaskPriority::Normal, &counter);
+    ts.WaitForCounter(&counter);
+    complete = allSeen();
+    return masks;
+}
+
+cpu_set_t CurrentMask() {
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    pthread_getaffinity_np(pthread_self(), sizeof(mask), &mask);
+    return mask;
+}
+
+// Gives the calling thread its mask back, even when a REQUIRE fails.
+struct RestoreAffinity {
+    cpu_set_t Mask = CurrentMask();
+    ~RestoreAffinity() { pthread_setaffinity_np(pthread_self(), sizeof(Mask), &Mask); }
+};
+
+} // namespace
+
+TEST_CASE("Worker threads are pinned to the process's CPUs", "[scheduler][affinity]") {
+    unsigned const threads = FTL_GENERATE_THREAD_COUNT();
+    CAPTURE(threads);
+    cpu_set_t const original = CurrentMask();
+    std::vector<std::size_t> const cpus = CpusOf(original);
+    REQUIRE(!cpus.empty());
+
+    SECTION("PinThreads on (the default)") {
+        {
+            ftl::TaskScheduler ts;
+            REQUIRE(ts.Init(Options(threads)) == 0);
+            bool complete = false;
+            std::vector<cpu_set_t> const masks = WorkerMasks(ts, complete);
+            REQUIRE(complete);
+            for (unsigned i = 0; i < threads; ++i) {
+                CAPTURE(i);
+                REQUIRE(CPU_COUNT(&masks[i]) == 1);
+                REQUIRE(CPU_ISSET(cpus[i % cpus.size()], &masks[i]));
+            }
+        }
+        cpu_set_t const after = CurrentMask();
+        REQUIRE(CPU_EQUAL(&after, &original));
+    }
+
+    SECTION("PinThreads off") {
+        ftl::TaskSchedulerInitOptions options = Options(threads);
+        options.PinThreads = false;
+        ftl::TaskScheduler ts;
+        REQUIRE(ts.Init(options) == 0);
+        bool complete = false;
+        std::vector<cpu_set_t> const masks = WorkerMasks(ts, complete);
+        REQUIRE(complete);
+        for (unsigned i = 0; i < threads; ++i) {
+            CAPTURE(i);
+            REQUIRE(CPU_EQUAL(&masks[i], &original));
+        }
+    }
+
+    SECTION("A restricted mask is the set of CPUs") {
+        if (cpus.size() < 2) {
+            SUCCEED("one CPU only: nothing to restrict");
+            return;
+        }
+        RestoreAffinity const restore;
+        cpu_set_t restricted;
+        CPU_ZERO(&restricted);
+        CPU_SET(cpus.back(), &restricted);
+        REQUIRE(pthread_setaffinity_np(pthread_self(), sizeof(restricted), &restricted) == 0);
+        {
+            ftl::TaskScheduler ts;
+            REQUIRE(ts.Init(Options(threads)) == 0);
+            bool complete = false;
+            std::vector<cpu_set_t> const masks = WorkerMasks(ts, complete);
+            REQUIRE(complete);
+            for (unsigned i = 0; i < threads; ++i) {
+                CAPTURE(i);
+                REQUIRE(CPU_EQUAL(&masks[i], &restricted));
+            }
+        }
+        {
+            ftl::TaskScheduler ts;
+            REQUIRE(ts.Init() == 0);
+            REQUIRE(ts.GetThreadCount() == 1u);
+        }
+        cpu_set_t const after = CurrentMask();
+        REQUIRE(CPU_EQUAL(&after, &restricted));
+    }
+}
