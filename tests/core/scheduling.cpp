@@ -206,6 +206,71 @@ TEST_CASE("A LIFO ping-pong cannot starve a queued task", "[scheduling]") {
     REQUIRE(thirdRanAt.load() < 2 * kRounds);
 }
 
+namespace {
+
+// A chain of local tasks, each adding the next, until `Limit` links or until
+// the outside task has run.
+struct Chain {
+    ftl::TaskCounter *Counter = nullptr;
+    std::atomic<unsigned> Links{0};
+    std::atomic<bool> OutsideRan{false};
+    std::atomic<unsigned> OutsideRanAt{0};
+    std::atomic<unsigned> OutsideAddedAt{0};
+    static constexpr unsigned kLimit = 200000;
+};
+
+void ChainLink(ftl::TaskScheduler *ts, void *arg) {
+    auto *chain = static_cast<Chain *>(arg);
+    unsigned const link = chain->Links.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (link < Chain::kLimit && !chain->OutsideRan.load(std::memory_order_acquire)) {
+        ts->AddTask({ChainLink, chain}, ftl::TaskPriority::High, chain->Counter);
+    }
+}
+
+} // namespace
+
+TEST_CASE("The global queue is not starved by local work", "[scheduling]") {
+    // One worker runs an endless chain of local High-priority tasks. A task
+    // added from an outside thread goes to the global queue, which the worker
+    // checks every m_globalInterval items (at most 255): it must run long
+    // before the chain would end on its own.
+    auto adaptive = GENERATE(true, false);
+    ftl::TaskScheduler ts;
+    ftl::TaskSchedulerInitOptions options = Options(1);
+    options.Features.AdaptiveGlobalInterval = adaptive;
+    REQUIRE(ts.Init(options) == 0);
+
+    Chain chain;
+    ftl::TaskCounter counter(&ts);
+    chain.Counter = &counter;
+    ts.AddTask({ChainLink, &chain}, ftl::TaskPriority::High, &counter);
+
+    std::thread outside([&ts, &chain] {
+        // Add it once the chain is well under way.
+        while (chain.Links.load(std::memory_order_relaxed) < 1000) {
+            std::this_thread::yield();
+        }
+        chain.OutsideAddedAt.store(chain.Links.load(std::memory_order_relaxed), std::memory_order_relaxed);
+        ts.AddTask({[](ftl::TaskScheduler *, void *arg) {
+                        auto *c = static_cast<Chain *>(arg);
+                        c->OutsideRanAt.store(c->Links.load(std::memory_order_relaxed),
+                                              std::memory_order_relaxed);
+                        c->OutsideRan.store(true, std::memory_order_release);
+                    },
+                    &chain},
+                   ftl::TaskPriority::Normal);
+    });
+    ts.WaitForCounter(&counter);
+    outside.join();
+    // The outside task is not counted by `counter`; the chain stops once it ran.
+    REQUIRE(chain.OutsideRan.load());
+    INFO("added at link " << chain.OutsideAddedAt.load() << ", ran at link " << chain.OutsideRanAt.load());
+    REQUIRE(chain.Links.load() < Chain::kLimit);
+    // Within a few intervals of 255 items (plus the links that ran while the
+    // outside thread was between reading the count and adding the task).
+    REQUIRE(chain.OutsideRanAt.load() - chain.OutsideAddedAt.load() < 5000);
+}
+
 TEST_CASE("High-priority tasks run before Normal ones", "[scheduling]") {
     ftl::TaskScheduler ts;
     REQUIRE(ts.Init(Options(1)) == 0);
