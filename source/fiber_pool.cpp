@@ -7,8 +7,10 @@
 namespace ftl {
 namespace detail {
 
-bool FiberPool::Init(unsigned size, std::size_t stackSize, FiberPoolPolicy policy,
+bool FiberPool::Init(unsigned size, unsigned numWorkers, std::size_t stackSize, FiberPoolPolicy policy,
                      EventCallbacks const &callbacks, Entry entry) {
+    m_numLocal = numWorkers;
+    m_local.reset(new FreeList[numWorkers]);
     m_stackSize = stackSize;
     m_initialSize = size;
     m_policy = policy;
@@ -29,7 +31,10 @@ void FiberPool::DestroyAll() {
     }
     m_chunks.clear();
     m_size.store(0, std::memory_order_release);
-    m_head.store(0, std::memory_order_relaxed);
+    m_shared.Head.store(0, std::memory_order_relaxed);
+    for (unsigned i = 0; i < m_numLocal; ++i) {
+        m_local[i].Head.store(0, std::memory_order_relaxed);
+    }
 }
 
 bool FiberPool::Grow(unsigned count) {
@@ -50,14 +55,14 @@ bool FiberPool::Grow(unsigned count) {
     // Publish the directory entries before any index can be popped.
     m_size.store(first + count, std::memory_order_release);
     for (unsigned i = count; i-- > 0;) {
-        Push(&chunk[i]);
+        Push(m_shared, &chunk[i]);
     }
     m_chunks.push_back(std::move(chunk));
     return true;
 }
 
-Fiber *FiberPool::Pop() {
-    std::uint64_t head = m_head.load(std::memory_order_acquire);
+Fiber *FiberPool::Pop(FreeList &list) {
+    std::uint64_t head = list.Head.load(std::memory_order_acquire);
     for (;;) {
         auto const index = static_cast<std::uint32_t>(head & kIndexMask);
         if (index == 0) {
@@ -68,29 +73,50 @@ Fiber *FiberPool::Pop() {
         // the tag then makes the CAS fail.
         std::uint64_t const next = fiber->NextFree.load(std::memory_order_relaxed);
         std::uint64_t const tag = (head >> 32) + 1;
-        if (m_head.compare_exchange_weak(head, (tag << 32) | next, std::memory_order_acquire,
-                                         std::memory_order_acquire)) {
+        if (list.Head.compare_exchange_weak(head, (tag << 32) | next, std::memory_order_acquire,
+                                            std::memory_order_acquire)) {
+            list.Count.fetch_sub(1, std::memory_order_relaxed);
             return fiber;
         }
     }
 }
 
-void FiberPool::Push(Fiber *fiber) {
-    std::uint64_t head = m_head.load(std::memory_order_relaxed);
+void FiberPool::Push(FreeList &list, Fiber *fiber) {
+    list.Count.fetch_add(1, std::memory_order_relaxed);
+    std::uint64_t head = list.Head.load(std::memory_order_relaxed);
     for (;;) {
         fiber->NextFree.store(static_cast<std::uint32_t>(head & kIndexMask), std::memory_order_relaxed);
         std::uint64_t const tag = (head >> 32) + 1;
         // Release: the fiber's saved context is visible to whoever pops it.
-        if (m_head.compare_exchange_weak(head, (tag << 32) | (fiber->Index + 1u), std::memory_order_release,
-                                         std::memory_order_relaxed)) {
+        if (list.Head.compare_exchange_weak(head, (tag << 32) | (fiber->Index + 1u),
+                                            std::memory_order_release, std::memory_order_relaxed)) {
             return;
         }
     }
 }
 
-Fiber *FiberPool::Acquire() {
-    if (Fiber *fiber = Pop()) {
+Fiber *FiberPool::TakeAny(unsigned worker) {
+    if (Fiber *fiber = Pop(m_local[worker])) {
         return fiber;
+    }
+    if (Fiber *fiber = Pop(m_shared)) {
+        return fiber;
+    }
+    for (unsigned i = 1; i < m_numLocal; ++i) {
+        if (Fiber *fiber = Pop(m_local[(worker + i) % m_numLocal])) {
+            return fiber;
+        }
+    }
+    return nullptr;
+}
+
+Fiber *FiberPool::Acquire(unsigned worker) {
+    // Two passes over the lists: fibers move between them while we look, so
+    // one empty pass alone does not prove the pool dry.
+    for (int pass = 0; pass < 2; ++pass) {
+        if (Fiber *fiber = TakeAny(worker)) {
+            return fiber;
+        }
     }
     if (m_policy == FiberPoolPolicy::Fatal) {
         FTL_FATAL(
@@ -102,7 +128,7 @@ Fiber *FiberPool::Acquire() {
     {
         std::lock_guard<std::mutex> lock(m_growMutex);
         // Another thread may have grown the pool while we waited for the lock.
-        if (Fiber *fiber = Pop()) {
+        if (Fiber *fiber = TakeAny(worker)) {
             return fiber;
         }
         unsigned const size = Size();
@@ -126,11 +152,12 @@ Fiber *FiberPool::Acquire() {
     if (m_callbacks.OnFiberPoolGrown != nullptr) {
         m_callbacks.OnFiberPoolGrown(m_callbacks.Context, grownTo);
     }
-    return Acquire();
+    return Acquire(worker);
 }
 
-void FiberPool::Release(Fiber *fiber) {
-    Push(fiber);
+void FiberPool::Release(Fiber *fiber, unsigned worker) {
+    FreeList &local = m_local[worker];
+    Push(local.Count.load(std::memory_order_relaxed) < kLocalCap ? local : m_shared, fiber);
 }
 
 } // namespace detail

@@ -71,8 +71,8 @@ InitError Scheduler::Start() {
     m_idle.Init(m_numWorkers, options.Features.SearcherLimit);
     m_behavior.store(options.Behavior, std::memory_order_relaxed);
 
-    if (!m_pool.Init(options.FiberPoolSize, options.FiberStackSize, options.PoolPolicy, options.Callbacks,
-                     &Scheduler::FiberEntry)) {
+    if (!m_pool.Init(options.FiberPoolSize, m_numWorkers, options.FiberStackSize, options.PoolPolicy,
+                     options.Callbacks, &Scheduler::FiberEntry)) {
         return InitError::FiberCreationFailed;
     }
     EventCallbacks const &callbacks = options.Callbacks;
@@ -150,7 +150,7 @@ void Scheduler::ThreadMain(Worker *worker) {
     }
     worker->m_tickStartNs = 0;
 
-    Fiber *first = m_pool.Acquire();
+    Fiber *first = m_pool.Acquire(worker->m_index);
     first->Transition(FiberState::Free, FiberState::Running);
     SwitchRecord record{
         &worker->m_threadFiber, first, worker, AfterSwitch::Nothing, nullptr, nullptr, nullptr};

@@ -38,7 +38,7 @@ Worker *Scheduler::Wait(Worker *worker, bool pin, bool (*registerWaiter)(void *,
         next->Transition(FiberState::Ready, FiberState::Running);
         CountItem(worker);
     } else {
-        next = m_pool.Acquire();
+        next = m_pool.Acquire(worker->m_index);
         next->Transition(FiberState::Free, FiberState::Running);
     }
     self->Transition(FiberState::Running, FiberState::Waiting);
@@ -52,7 +52,7 @@ void Scheduler::AfterSwitchStep(SwitchRecord const &record, Worker *worker) {
         break;
     case AfterSwitch::ReturnToPool:
         record.From->Transition(FiberState::Running, FiberState::Free);
-        m_pool.Release(record.From);
+        m_pool.Release(record.From, worker->m_index);
         break;
     case AfterSwitch::Park: {
         // Copy what readying needs before registering: once registered, a
@@ -65,7 +65,6 @@ void Scheduler::AfterSwitchStep(SwitchRecord const &record, Worker *worker) {
         break;
     }
     }
-    (void)worker;
 }
 
 void Scheduler::ReadyFiber(Fiber *fiber, Worker *pinnedTo) {

@@ -111,7 +111,9 @@ public:
 
     // Any thread; a snapshot that may be stale by the time it is used. Callers
     // that decide to sleep on it order it after their announcement with a
-    // seq_cst fence (see Scheduler::Park).
+    // seq_cst fence (see Scheduler::Park). It costs no fence, so thieves and
+    // the owner check it before a Steal: m_top only grows, so a stale read
+    // errs towards "not empty", where Steal's own check decides.
     bool LooksEmpty() const {
         std::int64_t const t = m_top.load(std::memory_order_acquire);
         std::int64_t const b = m_bottom.load(std::memory_order_acquire);

@@ -205,7 +205,8 @@ bool Scheduler::TakeReadyFiber(Worker *worker, Fiber *&fiber) {
         return true;
     }
     // Ready fibers resume oldest first: the owner takes from the top too.
-    return worker->m_ready.Steal(fiber);
+    // The fence-free emptiness check first (see WorkDeque::LooksEmpty).
+    return !worker->m_ready.LooksEmpty() && worker->m_ready.Steal(fiber);
 }
 
 bool Scheduler::TakeTask(Worker *worker, TaskItem &item) {
@@ -239,12 +240,12 @@ bool Scheduler::StealWork(Worker *worker, TaskItem &item) {
         }
         Worker &victim = m_workers[victimIndex];
         Fiber *fiber;
-        if (victim.m_ready.Steal(fiber)) {
+        if (!victim.m_ready.LooksEmpty() && victim.m_ready.Steal(fiber)) {
             item = TaskItem{nullptr, fiber, nullptr};
             return true;
         }
         for (auto &deque : victim.m_tasks) {
-            if (deque.Steal(item)) {
+            if (!deque.LooksEmpty() && deque.Steal(item)) {
                 return true;
             }
         }

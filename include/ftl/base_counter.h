@@ -18,10 +18,6 @@
 #include <atomic>
 #include <cstdint>
 
-#ifndef NUM_WAITING_FIBER_SLOTS
-#define NUM_WAITING_FIBER_SLOTS 4
-#endif
-
 namespace ftl {
 
 class TaskScheduler;

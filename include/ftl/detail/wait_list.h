@@ -4,6 +4,13 @@
 
 #include <atomic>
 
+// The lineage's fixed waiter capacity. Counters and Fibtex take it as a
+// trailing constructor argument, and users may define it; our waiter lists
+// are unbounded, so it is accepted and has no effect.
+#ifndef NUM_WAITING_FIBER_SLOTS
+#define NUM_WAITING_FIBER_SLOTS 4
+#endif
+
 namespace ftl {
 namespace detail {
 
