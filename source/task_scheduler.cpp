@@ -83,6 +83,7 @@ InitError Scheduler::Start() {
 
     // The calling thread becomes worker 0.
     Worker &main = m_workers[0];
+    main.m_tickStartNs = NowNs();
     InitThreadFiber(main.m_threadFiber, 0);
     main.m_currentFiber = &main.m_threadFiber;
     SetCurrentWorker(&main);
@@ -148,7 +149,7 @@ void Scheduler::ThreadMain(Worker *worker) {
     if (callbacks.OnFiberAttached != nullptr) {
         callbacks.OnFiberAttached(callbacks.Context, worker->m_threadFiber.Index);
     }
-    worker->m_tickStartNs = 0;
+    worker->m_tickStartNs = NowNs(); // the first tick's EWMA sample starts here
 
     Fiber *first = m_pool.Acquire(worker->m_index);
     first->Transition(FiberState::Free, FiberState::Running);
@@ -312,7 +313,11 @@ TaskScheduler::~TaskScheduler() {
     }
     m_impl->Shutdown();
     delete m_impl;
-    m_impl = nullptr;
+    // A volatile store: a plain one to a member in a destructor is a dead
+    // store the compiler removes (-flifetime-dse). Kept, it makes a call on
+    // the destroyed scheduler (while its storage is still ours) hit the "not
+    // initialized" check instead of the freed internals.
+    *const_cast<detail::Scheduler *volatile *>(&m_impl) = nullptr;
 }
 
 int TaskScheduler::Init(TaskSchedulerInitOptions options) {
