@@ -208,21 +208,24 @@ TEST_CASE("A LIFO ping-pong cannot starve a queued task", "[scheduling]") {
 
 namespace {
 
-// A chain of local tasks, each adding the next, until `Limit` links or until
-// the outside task has run.
+// A chain of local tasks, each adding the next, until the outside task has
+// run or `kLimitAfterAdd` links after it was added (the chain never ends
+// before the outside thread got to add it, however slowly it is scheduled).
 struct Chain {
     ftl::TaskCounter *Counter = nullptr;
     std::atomic<unsigned> Links{0};
     std::atomic<bool> OutsideRan{false};
     std::atomic<unsigned> OutsideRanAt{0};
-    std::atomic<unsigned> OutsideAddedAt{0};
-    static constexpr unsigned kLimit = 200000;
+    std::atomic<unsigned> OutsideAddedAt{0}; // 0: not added yet
+    static constexpr unsigned kLimitAfterAdd = 200000;
 };
 
 void ChainLink(ftl::TaskScheduler *ts, void *arg) {
     auto *chain = static_cast<Chain *>(arg);
     unsigned const link = chain->Links.fetch_add(1, std::memory_order_relaxed) + 1;
-    if (link < Chain::kLimit && !chain->OutsideRan.load(std::memory_order_acquire)) {
+    unsigned const addedAt = chain->OutsideAddedAt.load(std::memory_order_acquire);
+    bool const limitReached = addedAt != 0 && link - addedAt >= Chain::kLimitAfterAdd;
+    if (!limitReached && !chain->OutsideRan.load(std::memory_order_acquire)) {
         ts->AddTask({ChainLink, chain}, ftl::TaskPriority::High, chain->Counter);
     }
 }
@@ -250,7 +253,8 @@ TEST_CASE("The global queue is not starved by local work", "[scheduling]") {
         while (chain.Links.load(std::memory_order_relaxed) < 1000) {
             std::this_thread::yield();
         }
-        chain.OutsideAddedAt.store(chain.Links.load(std::memory_order_relaxed), std::memory_order_relaxed);
+        chain.OutsideAddedAt.store(std::max(1u, chain.Links.load(std::memory_order_relaxed)),
+                                   std::memory_order_release);
         ts.AddTask({[](ftl::TaskScheduler *, void *arg) {
                         auto *c = static_cast<Chain *>(arg);
                         c->OutsideRanAt.store(c->Links.load(std::memory_order_relaxed),
@@ -265,9 +269,9 @@ TEST_CASE("The global queue is not starved by local work", "[scheduling]") {
     // The outside task is not counted by `counter`; the chain stops once it ran.
     REQUIRE(chain.OutsideRan.load());
     INFO("added at link " << chain.OutsideAddedAt.load() << ", ran at link " << chain.OutsideRanAt.load());
-    REQUIRE(chain.Links.load() < Chain::kLimit);
     // Within a few intervals of 255 items (plus the links that ran while the
-    // outside thread was between reading the count and adding the task).
+    // outside thread was between reading the count and adding the task);
+    // without the interval it would run only after kLimitAfterAdd links.
     REQUIRE(chain.OutsideRanAt.load() - chain.OutsideAddedAt.load() < 5000);
 }
 
