@@ -40,6 +40,9 @@ struct Fiber {
     std::size_t StackSize = 0;
 
     unsigned Index = 0; // pool index, or kThreadFiberIndexBase + thread index
+    // Tasks run inline on this fiber by waits nested in each other (see
+    // Scheduler::RunChildrenInline); bounds the stack that inlining uses.
+    unsigned InlineDepth = 0;
     bool IsThreadFiber = false;
     std::atomic<FiberState> State{FiberState::Free};
 

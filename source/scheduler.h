@@ -62,6 +62,10 @@ public:
     // decides the condition holds; returns the worker it resumed on.
     Worker *Wait(Worker *worker, bool pin, bool (*registerWaiter)(void *, WaitNode *), void *waitable,
                  unsigned target);
+    // Before a wait on `counter` parks: runs the counter's own tasks from the
+    // bottom of this worker's deques on the waiting fiber itself. Returns the
+    // worker it ends on (an inline task may wait and move the fiber).
+    Worker *RunChildrenInline(Worker *worker, TaskCounter *counter);
     // Makes a waiting fiber runnable again. Any thread.
     void ReadyFiber(Fiber *fiber, Worker *pinnedTo);
     // The post-switch step for record (already copied out by FinishSwitch).
@@ -82,6 +86,8 @@ private:
     void CountItem(Worker *worker);
     bool TakeReadyFiber(Worker *worker, Fiber *&fiber);
     bool TakeTask(Worker *worker, TaskItem &item);
+    bool TakeChild(Worker *worker, TaskCounter const *counter, TaskItem &item);
+    bool ReadyFiberWaiting(Worker const *worker) const;
     bool StealWork(Worker *worker, TaskItem &item);
     bool TakeGlobal(Worker *worker, TaskItem &item);
     void EndTick(Worker *worker);

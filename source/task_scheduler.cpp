@@ -85,6 +85,7 @@ InitError Scheduler::Start() {
     Worker &main = m_workers[0];
     main.m_tickStartNs = NowNs();
     InitThreadFiber(main.m_threadFiber, 0);
+    main.m_threadFiber.CurrentWorker = &main; // it starts running without a switch into it
     main.m_currentFiber = &main.m_threadFiber;
     SetCurrentWorker(&main);
     if (options.CatchStackOverflow) {
@@ -138,6 +139,7 @@ void Scheduler::ThreadMain(Worker *worker) {
         PinCurrentThread(worker->m_cpu);
     }
     InitThreadFiber(worker->m_threadFiber, worker->m_index);
+    worker->m_threadFiber.CurrentWorker = worker;
     worker->m_currentFiber = &worker->m_threadFiber;
     if (m_options.CatchStackOverflow) {
         worker->m_altStack.Enter();
@@ -375,7 +377,17 @@ void TaskScheduler::AddTasks(unsigned numTasks, Task const *tasks, TaskPriority 
 }
 
 void TaskScheduler::WaitForCounter(TaskCounter *counter, bool pinToCurrentThread) {
-    WaitForValue(Checked(m_impl, "WaitForCounter"), counter, 0, pinToCurrentThread);
+    detail::Scheduler *scheduler = Checked(m_impl, "WaitForCounter");
+    if (detail::CounterOps::Value(*counter) != 0) {
+        detail::Worker *worker = scheduler->CurrentWorkerOfThis();
+        // Not for a pinned wait of a pool fiber: an inline task's own wait
+        // could move the fiber. (A thread's own fiber always stays put.)
+        if (worker != nullptr && detail::CounterOps::Owner(*counter) == this &&
+            (!pinToCurrentThread || worker->m_currentFiber->IsThreadFiber)) {
+            scheduler->RunChildrenInline(worker, counter);
+        }
+    }
+    WaitForValue(scheduler, counter, 0, pinToCurrentThread);
 }
 
 void TaskScheduler::WaitForCounter(AtomicFlag *counter, bool pinToCurrentThread) {

@@ -13,6 +13,7 @@
 //      LIFO slot, or the global queue when the waker is not a worker.
 #include "counter_ops.h"
 #include "ftl/assert.h"
+#include "ftl/task_counter.h"
 #include "scheduler.h"
 
 namespace ftl {
@@ -44,6 +45,51 @@ Worker *Scheduler::Wait(Worker *worker, bool pin, bool (*registerWaiter)(void *,
     self->Transition(FiberState::Running, FiberState::Waiting);
     SwitchRecord record{self, next, worker, AfterSwitch::Park, registerWaiter, waitable, &node};
     return SwitchFiber(record);
+}
+
+bool Scheduler::TakeChild(Worker *worker, TaskCounter const *counter, TaskItem &item) {
+    for (auto &deque : worker->m_tasks) {
+        if (deque.Pop(item)) {
+            if (item.Counter == counter) {
+                return true;
+            }
+            deque.Push(item); // not one of ours: back where it was
+        }
+    }
+    return false;
+}
+
+bool Scheduler::ReadyFiberWaiting(Worker const *worker) const {
+    return worker->m_lifoSlot != nullptr || !worker->m_pinned.LooksEmpty() || !worker->m_ready.LooksEmpty();
+}
+
+Worker *Scheduler::RunChildrenInline(Worker *worker, TaskCounter *counter) {
+    // Every task added with `counter` must finish before this wait returns,
+    // so running one here, on the waiting fiber's own stack, cannot deadlock
+    // the wait: if it waits in turn, the whole fiber waits, which the outer
+    // wait had to do anyway. It saves the switch to a pool fiber and back
+    // (the most common wait: a task waiting for the children it just added).
+    // Only our own children, only from the bottom of our deques (the newest,
+    // cache-warm ones; thieves take the oldest), at most kMaxInlineDepth waits
+    // deep on one fiber, and never ahead of a ready fiber or of queued work
+    // whose turn has come (ready fibers first, the tick's task poll, the
+    // global queue's interval).
+    Fiber *self = worker->m_currentFiber;
+    if (!m_options.Features.InlineChildren || self->InlineDepth >= kMaxInlineDepth) {
+        return worker;
+    }
+    ++self->InlineDepth;
+    TaskItem item;
+    while (CounterOps::Value(*counter) != 0 && !ReadyFiberWaiting(worker) && !QueuedWorkDue(worker) &&
+           TakeChild(worker, counter, item)) {
+        RunTaskFunction(item);
+        worker = self->CurrentWorker;
+        item.Counter->Decrement();
+        worker->CountFinished();
+        CountItem(worker);
+    }
+    --self->InlineDepth;
+    return worker;
 }
 
 void Scheduler::AfterSwitchStep(SwitchRecord const &record, Worker *worker) {

@@ -32,6 +32,9 @@ constexpr std::uint64_t kGlobalQueueLatencyNs = 1000000;
 constexpr std::uint64_t kInitialAvgTaskNs = 50000;
 // With AdaptiveGlobalInterval off: a fixed interval in the same range.
 constexpr unsigned kFixedGlobalInterval = 31;
+// Waits nested on one fiber that may run their children inline: with 256 KiB
+// stacks that leaves ~16 KiB of stack per level for the task's own frames.
+constexpr unsigned kMaxInlineDepth = 16;
 
 using TaskDeque = WorkDeque<TaskItem, TaskCell>;
 using FiberDeque = WorkDeque<Fiber *, PointerCell<Fiber *>>;

@@ -69,6 +69,7 @@ struct SchedulerFeatures {
     bool SearcherLimit = true;          // at most half the workers search for work at once
     bool SpinBeforePark = true;         // look for work a short while before parking
     bool ReadyFibersFirst = true;       // resume ready fibers before starting new tasks
+    bool InlineChildren = true;         // a TaskCounter wait first runs the counter's own queued tasks itself
 };
 
 struct TaskSchedulerInitOptions {

@@ -351,19 +351,20 @@ TEST_CASE("A readied fiber runs before new tasks", "[scheduling]") {
 
 TEST_CASE("Each SchedulerFeatures switch off still gives correct results", "[scheduling]") {
     unsigned const threads = FTL_GENERATE_THREAD_COUNT();
-    int const feature = GENERATE(range(0, 7));
-    char const *const names[] = {"LifoSlot",      "Budget",         "AdaptiveGlobalInterval",
-                                 "SearcherLimit", "SpinBeforePark", "ReadyFibersFirst",
-                                 "all of them"};
+    int const feature = GENERATE(range(0, 8));
+    char const *const names[] = {"LifoSlot",       "Budget",         "AdaptiveGlobalInterval",
+                                 "SearcherLimit",  "SpinBeforePark", "ReadyFibersFirst",
+                                 "InlineChildren", "all of them"};
     CAPTURE(threads, names[feature]);
 
     ftl::TaskSchedulerInitOptions options = Options(threads);
     ftl::SchedulerFeatures &features = options.Features;
     bool *const switches[] = {
         &features.LifoSlot,      &features.Budget,         &features.AdaptiveGlobalInterval,
-        &features.SearcherLimit, &features.SpinBeforePark, &features.ReadyFibersFirst};
-    for (int i = 0; i < 6; ++i) {
-        if (feature == i || feature == 6) {
+        &features.SearcherLimit, &features.SpinBeforePark, &features.ReadyFibersFirst,
+        &features.InlineChildren};
+    for (int i = 0; i < 7; ++i) {
+        if (feature == i || feature == 7) {
             *switches[i] = false;
         }
     }

@@ -2089,12 +2089,14 @@ RoundReport RunRound(RoundOptions const &options, RoundMonitor &monitor) {
                                   &init.Features.AdaptiveGlobalInterval,
                                   &init.Features.SearcherLimit,
                                   &init.Features.SpinBeforePark,
-                                  &init.Features.ReadyFibersFirst};
+                                  &init.Features.ReadyFibersFirst,
+                                  &init.Features.InlineChildren};
         char const *const names[] = {"LifoSlot",      "Budget",         "AdaptiveGlobalInterval",
-                                     "SearcherLimit", "SpinBeforePark", "ReadyFibersFirst"};
+                                     "SearcherLimit", "SpinBeforePark", "ReadyFibersFirst",
+                                     "InlineChildren"};
         unsigned const off = rng.Range(1, 2);
         for (unsigned i = 0; i < off; ++i) {
-            unsigned const which = rng.Below(6);
+            unsigned const which = rng.Below(7);
             if (*switches[which]) {
                 *switches[which] = false;
                 features += features.empty() ? " features off: " : ",";
