@@ -1,33 +1,30 @@
-// ftl_bench: how much the scheduler costs per task, per wait and per lock.
+// ftl_bench: ftl beside its peers (oneTBB, OpenMP tasks, Boost.Fiber) and a
+// hand-written reference, on the workloads of workloads.h, in one run.
 //
-//   W1  1,000,000 empty tasks, as 1,000 batches of 1,000, each batch with its
-//       own TaskCounter and waited for before the next is added.
-//   W2  100 producer tasks; each adds 1,000 empty consumer tasks with its own
-//       counter and waits for them. The main thread waits for the producers.
-//   W3  fib(25), every node n >= 2 a task that adds its two children and waits
-//       on their counter.
-//   W5  10,000 tasks, each doing 100 increments of one int under
-//       std::lock_guard<ftl::Fibtex>.
+// For every workload, each system that implements it is measured in turn, in
+// a child process of its own (harness.h): a warm-up run, then at least 5
+// checked repetitions; the table gives each system's median and its ratio to
+// ftl's. --features adds one ftl column per SchedulerFeatures flag, with that
+// one mechanism off, and prints them as a second table.
 //
-// ("Empty" tasks do one thing: count themselves in a per-thread tally, so that
-// every run can check that no task was lost.) Every run is checked before its
-// time counts; see harness.h. The workloads are built as bench::Workload
-// values with ftl as their first runner, so peers can be added beside it.
-//
-// Usage: ftl_bench [--short] [--reps N] [--threads N] [--filter TEXT] [--json FILE]
+// Usage: ftl_bench [--short] [--reps N] [--threads N] [--filter IDS] [--systems NAMES]
+//                  [--features] [--json FILE] [--timeout SECONDS]
 #include "harness.h"
+#include "systems.h"
+#include "workloads.h"
 
-#include "ftl/fibtex.h"
-#include "ftl/task_counter.h"
 #include "ftl/task_scheduler.h"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
-#include <mutex>
+#include <ctime>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,19 +32,34 @@
 namespace {
 
 struct Options {
-    unsigned Repetitions = 15;
-    unsigned Threads = 0; // 0: one worker per core
-    std::string Filter;
+    bool Short = false;
+    bool Features = false;
+    unsigned Repetitions = 0; // 0: the default for the mode
+    unsigned Threads = 0;     // 0: one per core this process may use
+    unsigned TimeoutSeconds = 900;
+    std::vector<std::string> Filter;  // workload or figure ids; empty: all
+    std::vector<std::string> Systems; // column names; empty: all
     std::string JsonPath;
 };
 
 void PrintUsage(std::FILE *out) {
-    std::fprintf(out, "usage: ftl_bench [--short] [--reps N] [--threads N] [--filter TEXT] [--json FILE]\n"
-                      "  --short        5 repetitions per workload (the default is 15), after a warm-up run\n"
-                      "  --reps N       N repetitions (at least 5)\n"
-                      "  --threads N    N worker threads (default 0: one per core this process may use)\n"
-                      "  --filter TEXT  only the workloads whose name contains TEXT (e.g. W3)\n"
-                      "  --json FILE    also write the results to FILE as JSON\n");
+    std::fprintf(
+        out,
+        "usage: ftl_bench [--short] [--reps N] [--threads N] [--filter IDS] [--systems NAMES]\n"
+        "                 [--features] [--json FILE] [--timeout SECONDS]\n"
+        "  --short          5 repetitions and smaller sizes: fib(25), 10,000 ping-pongs, 0.25 s idle\n"
+        "                   windows, 50 wake samples (the full run: 7 repetitions, fib(30), 100,000,\n"
+        "                   2 s, 200)\n"
+        "  --reps N         N repetitions after the warm-up (at least %u)\n"
+        "  --threads N      N workers in every system (default: one per core this process may use)\n"
+        "  --filter IDS     only these workloads, comma-separated (e.g. W1,W3,R2)\n"
+        "  --systems NAMES  only these systems, comma-separated (ftl,oneTBB,OpenMP,Boost.Fiber,reference)\n"
+        "  --features       also run ftl once per SchedulerFeatures flag with that flag off\n"
+        "  --json FILE      also write every figure to FILE as JSON\n"
+        "  --timeout S      give up on one (workload, system) after S seconds (default 900)\n"
+        "Exits 1 when ftl or the reference fails a check (or crashes); a peer's failure, or ftl's\n"
+        "with a mechanism off, is reported in its cell and the table but is not an error.\n",
+        bench::kMinRepetitions);
 }
 
 bool ParseUnsigned(char const *text, unsigned &value) {
@@ -60,13 +72,27 @@ bool ParseUnsigned(char const *text, unsigned &value) {
     return true;
 }
 
+std::vector<std::string> SplitList(std::string const &text) {
+    std::vector<std::string> items;
+    std::istringstream stream(text);
+    std::string item;
+    while (std::getline(stream, item, ',')) {
+        if (!item.empty()) {
+            items.push_back(item);
+        }
+    }
+    return items;
+}
+
 // Returns false (having said why) when the command line is wrong.
 bool ParseOptions(int argc, char **argv, Options &options) {
     for (int i = 1; i < argc; ++i) {
         std::string const arg = argv[i];
         bool const hasValue = i + 1 < argc;
         if (arg == "--short") {
-            options.Repetitions = bench::kMinRepetitions;
+            options.Short = true;
+        } else if (arg == "--features") {
+            options.Features = true;
         } else if (arg == "--reps" && hasValue) {
             if (!ParseUnsigned(argv[++i], options.Repetitions) ||
                 options.Repetitions < bench::kMinRepetitions) {
@@ -74,12 +100,19 @@ bool ParseOptions(int argc, char **argv, Options &options) {
                 return false;
             }
         } else if (arg == "--threads" && hasValue) {
-            if (!ParseUnsigned(argv[++i], options.Threads)) {
-                std::fprintf(stderr, "ftl_bench: --threads needs a number\n");
+            if (!ParseUnsigned(argv[++i], options.Threads) || options.Threads == 0) {
+                std::fprintf(stderr, "ftl_bench: --threads needs a number >= 1\n");
+                return false;
+            }
+        } else if (arg == "--timeout" && hasValue) {
+            if (!ParseUnsigned(argv[++i], options.TimeoutSeconds) || options.TimeoutSeconds == 0) {
+                std::fprintf(stderr, "ftl_bench: --timeout needs a number of seconds >= 1\n");
                 return false;
             }
         } else if (arg == "--filter" && hasValue) {
-            options.Filter = argv[++i];
+            options.Filter = SplitList(argv[++i]);
+        } else if (arg == "--systems" && hasValue) {
+            options.Systems = SplitList(argv[++i]);
         } else if (arg == "--json" && hasValue) {
             options.JsonPath = argv[++i];
         } else if (arg == "--help" || arg == "-h") {
@@ -94,229 +127,214 @@ bool ParseOptions(int argc, char **argv, Options &options) {
     return true;
 }
 
-// Counts tasks per worker thread. Each worker writes only its own slot, on its
-// own cache line, so counting costs no contention; the main thread reads the
-// slots only after waiting on the counters of every task that wrote them,
-// which orders those writes before the read.
-class TaskTally {
-public:
-    explicit TaskTally(unsigned threadCount) : m_slots(threadCount) {}
-
-    void Count(ftl::TaskScheduler *taskScheduler) { ++m_slots[taskScheduler->GetCurrentThreadIndex()].Value; }
-
-    // The total since the last Take, and a fresh start.
-    std::uint64_t Take() {
-        std::uint64_t total = 0;
-        for (Slot &slot : m_slots) {
-            total += slot.Value;
-            slot.Value = 0;
-        }
-        return total;
-    }
-
-private:
-    struct alignas(64) Slot {
-        std::uint64_t Value = 0;
-    };
-    static_assert(sizeof(Slot) == 64, "each thread's tally must have a cache line to itself");
-    std::vector<Slot> m_slots;
-};
-
-bench::Verdict ExpectCount(char const *what, std::uint64_t got, std::uint64_t expected) {
-    if (got == expected) {
-        return bench::Verdict::Pass();
-    }
-    return bench::Verdict::Fail(std::string(what) + ": " + std::to_string(got) + ", expected " +
-                                std::to_string(expected));
+bool Contains(std::vector<std::string> const &list, std::string const &item) {
+    return std::find(list.begin(), list.end(), item) != list.end();
 }
 
-void CountingTask(ftl::TaskScheduler *taskScheduler, void *arg) {
-    static_cast<TaskTally *>(arg)->Count(taskScheduler);
+unsigned AllowedCpuCount() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) {
+        return 1;
+    }
+    return static_cast<unsigned>(std::max(1, CPU_COUNT(&set)));
 }
 
-// W1 ---------------------------------------------------------------------------
-
-class EmptyTaskBatches {
-public:
-    static constexpr unsigned kBatches = 1000;
-    static constexpr unsigned kBatchSize = 1000;
-
-    explicit EmptyTaskBatches(ftl::TaskScheduler *taskScheduler)
-        : m_taskScheduler(taskScheduler), m_tally(taskScheduler->GetThreadCount()),
-          m_tasks(kBatchSize, ftl::Task{CountingTask, &m_tally}) {}
-
-    void Run() {
-        for (unsigned batch = 0; batch < kBatches; ++batch) {
-            ftl::TaskCounter counter(m_taskScheduler);
-            m_taskScheduler->AddTasks(kBatchSize, m_tasks.data(), ftl::TaskPriority::Normal, &counter);
-            m_taskScheduler->WaitForCounter(&counter);
-        }
-    }
-
-    bench::Verdict Check() {
-        return ExpectCount("tasks run", m_tally.Take(), std::uint64_t(kBatches) * kBatchSize);
-    }
-
-private:
-    ftl::TaskScheduler *m_taskScheduler;
-    TaskTally m_tally;
-    std::vector<ftl::Task> m_tasks;
-};
-
-// W2 ---------------------------------------------------------------------------
-
-class ProducerConsumer {
-public:
-    static constexpr unsigned kProducers = 100;
-    static constexpr unsigned kConsumersPerProducer = 1000;
-
-    explicit ProducerConsumer(ftl::TaskScheduler *taskScheduler)
-        : m_taskScheduler(taskScheduler), m_consumers(taskScheduler->GetThreadCount()),
-          m_producers(taskScheduler->GetThreadCount()),
-          m_producerTasks(kProducers, ftl::Task{Producer, this}) {}
-
-    void Run() {
-        ftl::TaskCounter counter(m_taskScheduler);
-        m_taskScheduler->AddTasks(kProducers, m_producerTasks.data(), ftl::TaskPriority::Normal, &counter);
-        m_taskScheduler->WaitForCounter(&counter);
-    }
-
-    bench::Verdict Check() {
-        bench::Verdict verdict = ExpectCount("producers finished", m_producers.Take(), kProducers);
-        bench::Verdict consumers = ExpectCount("consumers run", m_consumers.Take(),
-                                               std::uint64_t(kProducers) * kConsumersPerProducer);
-        return verdict.Ok ? consumers : verdict;
-    }
-
-private:
-    static void Producer(ftl::TaskScheduler *taskScheduler, void *arg) {
-        auto *self = static_cast<ProducerConsumer *>(arg);
-        // 1,000 Tasks are 16 KB of this fiber's stack; AddTasks copies them.
-        ftl::Task consumers[kConsumersPerProducer];
-        for (ftl::Task &task : consumers) {
-            task = ftl::Task{CountingTask, &self->m_consumers};
-        }
-        ftl::TaskCounter counter(taskScheduler);
-        taskScheduler->AddTasks(kConsumersPerProducer, consumers, ftl::TaskPriority::Normal, &counter);
-        taskScheduler->WaitForCounter(&counter);
-        // Counted after the wait, on whichever thread the producer resumed on.
-        self->m_producers.Count(taskScheduler);
-    }
-
-    ftl::TaskScheduler *m_taskScheduler;
-    TaskTally m_consumers;
-    TaskTally m_producers;
-    std::vector<ftl::Task> m_producerTasks;
-};
-
-// W3 ---------------------------------------------------------------------------
-
-constexpr std::uint64_t Fibonacci(unsigned n) {
-    std::uint64_t a = 0;
-    std::uint64_t b = 1;
-    for (unsigned i = 0; i < n; ++i) {
-        std::uint64_t const next = a + b;
-        a = b;
-        b = next;
-    }
-    return a;
+// A quarter of the machine's memory (at least 2 GB) as each child's limit:
+// far more than any system needs for these workloads (ftl's fiber stacks, at
+// most 32k of them, touch a few KB each), and far from what would make the
+// kernel kill processes on a shared machine.
+unsigned long MemoryLimit() {
+    long const pages = sysconf(_SC_PHYS_PAGES);
+    long const pageSize = sysconf(_SC_PAGE_SIZE);
+    unsigned long const quarter = pages > 0 && pageSize > 0 ? static_cast<unsigned long>(pages) *
+                                                                  static_cast<unsigned long>(pageSize) / 4
+                                                            : 0;
+    return std::max(quarter, 2ul << 30);
 }
 
-// The number of nodes (tasks) in the naive recursion tree of fib(n).
-constexpr std::uint64_t FibonacciNodes(unsigned n) {
-    return 2 * Fibonacci(n + 1) - 1;
+std::string ReadFirstLine(char const *path) {
+    std::ifstream file(path);
+    std::string line;
+    std::getline(file, line);
+    return line;
 }
 
-class FibonacciTree {
-public:
-    static constexpr unsigned kN = 25;
+std::string LoadAverage() {
+    std::istringstream fields(ReadFirstLine("/proc/loadavg"));
+    std::string one;
+    std::string five;
+    std::string fifteen;
+    fields >> one >> five >> fifteen;
+    return one + " " + five + " " + fifteen;
+}
 
-    explicit FibonacciTree(ftl::TaskScheduler *taskScheduler)
-        : m_taskScheduler(taskScheduler), m_tally(taskScheduler->GetThreadCount()) {}
-
-    void Run() {
-        m_root = Node{kN, 0, &m_tally};
-        ftl::TaskCounter counter(m_taskScheduler);
-        m_taskScheduler->AddTask(ftl::Task{Fib, &m_root}, ftl::TaskPriority::Normal, &counter);
-        m_taskScheduler->WaitForCounter(&counter);
-    }
-
-    bench::Verdict Check() {
-        bench::Verdict verdict = ExpectCount("fib(25)", m_root.Value, Fibonacci(kN));
-        bench::Verdict tasks = ExpectCount("tasks run", m_tally.Take(), FibonacciNodes(kN));
-        return verdict.Ok ? tasks : verdict;
-    }
-
-private:
-    struct Node {
-        unsigned N;
-        std::uint64_t Value;
-        TaskTally *Tally;
-    };
-
-    static void Fib(ftl::TaskScheduler *taskScheduler, void *arg) {
-        auto *node = static_cast<Node *>(arg);
-        node->Tally->Count(taskScheduler);
-        if (node->N < 2) {
-            node->Value = node->N;
-            return;
-        }
-        Node children[2] = {Node{node->N - 1, 0, node->Tally}, Node{node->N - 2, 0, node->Tally}};
-        ftl::Task const tasks[2] = {ftl::Task{Fib, &children[0]}, ftl::Task{Fib, &children[1]}};
-        ftl::TaskCounter counter(taskScheduler);
-        taskScheduler->AddTasks(2, tasks, ftl::TaskPriority::Normal, &counter);
-        taskScheduler->WaitForCounter(&counter);
-        node->Value = children[0].Value + children[1].Value;
-    }
-
-    ftl::TaskScheduler *m_taskScheduler;
-    TaskTally m_tally;
-    Node m_root{kN, 0, nullptr};
-};
-
-// W5 ---------------------------------------------------------------------------
-
-class ContendedFibtex {
-public:
-    static constexpr unsigned kTasks = 10000;
-    static constexpr unsigned kIncrementsPerTask = 100;
-
-    explicit ContendedFibtex(ftl::TaskScheduler *taskScheduler)
-        : m_taskScheduler(taskScheduler), m_lock(taskScheduler), m_tasks(kTasks, ftl::Task{Increment, this}) {
-    }
-
-    void Run() {
-        ftl::TaskCounter counter(m_taskScheduler);
-        m_taskScheduler->AddTasks(kTasks, m_tasks.data(), ftl::TaskPriority::Normal, &counter);
-        m_taskScheduler->WaitForCounter(&counter);
-    }
-
-    bench::Verdict Check() {
-        int const value = m_value;
-        m_value = 0;
-        return ExpectCount("sum", static_cast<std::uint64_t>(value),
-                           std::uint64_t(kTasks) * kIncrementsPerTask);
-    }
-
-private:
-    static void Increment(ftl::TaskScheduler * /*taskScheduler*/, void *arg) {
-        auto *self = static_cast<ContendedFibtex *>(arg);
-        for (unsigned i = 0; i < kIncrementsPerTask; ++i) {
-            std::lock_guard<ftl::Fibtex> lock(self->m_lock);
-            ++self->m_value;
+std::string CpuModel() {
+    std::ifstream file("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(file, line)) {
+        if (line.rfind("model name", 0) == 0) {
+            std::size_t const colon = line.find(':');
+            return colon == std::string::npos ? line : line.substr(colon + 2);
         }
     }
+    return "unknown CPU";
+}
 
-    ftl::TaskScheduler *m_taskScheduler;
-    ftl::Fibtex m_lock;
-    int m_value = 0; // guarded by m_lock
-    std::vector<ftl::Task> m_tasks;
+std::string UtcNow() {
+    std::time_t const now = std::time(nullptr);
+    std::tm parts{};
+    gmtime_r(&now, &parts);
+    char text[32];
+    std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &parts);
+    return text;
+}
+
+// A system to measure, and the table and column its results go to.
+struct Column {
+    bench::System System;
+    bench::Table *Target;
 };
 
-template <class Fixture>
-bench::Runner MakeRunner(std::string peer, Fixture &fixture) {
-    return bench::Runner{std::move(peer), [&fixture] { fixture.Run(); },
-                         [&fixture] { return fixture.Check(); }};
+struct FeatureFlag {
+    char const *Name;
+    bool ftl::SchedulerFeatures::*Flag;
+};
+constexpr FeatureFlag kFeatureFlags[] = {
+    {"LifoSlot", &ftl::SchedulerFeatures::LifoSlot},
+    {"Budget", &ftl::SchedulerFeatures::Budget},
+    {"AdaptiveGlobalInterval", &ftl::SchedulerFeatures::AdaptiveGlobalInterval},
+    {"SearcherLimit", &ftl::SchedulerFeatures::SearcherLimit},
+    {"SpinBeforePark", &ftl::SchedulerFeatures::SpinBeforePark},
+    {"ReadyFibersFirst", &ftl::SchedulerFeatures::ReadyFibersFirst},
+    {"InlineChildren", &ftl::SchedulerFeatures::InlineChildren},
+};
+// SchedulerFeatures is a plain set of bools: a flag added there and not here
+// would silently miss its column.
+static_assert(sizeof(ftl::SchedulerFeatures) ==
+                  sizeof(kFeatureFlags) / sizeof(kFeatureFlags[0]) * sizeof(bool),
+              "every SchedulerFeatures flag needs its entry in kFeatureFlags");
+
+constexpr char const *kPeers[] = {"oneTBB", "OpenMP", "Boost.Fiber"};
+
+// Workloads where ftl runs exactly what it runs in another one (W5b: Fibtex as
+// in W5; W7s: Sleep, which is also the default of W7). The main table measures
+// them again, for a ratio within their own row; the --features table leaves
+// them out.
+bool DuplicateForFtl(std::string const &workloadId) {
+    return workloadId == "W5b" || workloadId == "W7s";
+}
+
+// ---------------------------------------------------------------------------
+// Issue 3's targets, judged on this run's medians.
+
+double MedianOf(bench::Table const &table, std::string const &figure, std::string const &column) {
+    bench::Cell const *cell = table.Find(figure, column);
+    return cell != nullptr && cell->Status == bench::Cell::State::Measured ? cell->Figure.Median : -1;
+}
+
+// The peer with the lowest median on `figure` (-1 and "" when none was measured).
+std::pair<double, std::string> BestPeer(bench::Table const &table, std::vector<std::string> const &figures) {
+    std::pair<double, std::string> best{-1, ""};
+    for (std::string const &figure : figures) {
+        for (char const *peer : kPeers) {
+            double const median = MedianOf(table, figure, peer);
+            if (median >= 0 && (best.first < 0 || median < best.first)) {
+                bench::Cell const *cell = table.Find(figure, peer);
+                best = {median, std::string(peer) + " (" + cell->Primitive + ")"};
+            }
+        }
+    }
+    return best;
+}
+
+void PrintTargets(std::FILE *out, bench::Table const &table) {
+    std::fprintf(out, "\nIssue 3 targets, on this run's medians:\n");
+    auto const verdict = [](bool met) { return met ? "met" : "NOT met"; };
+    for (char const *figure : {"W1", "W2", "W3"}) {
+        double const ftl = MedianOf(table, figure, "ftl");
+        auto const [peer, name] = BestPeer(table, {figure});
+        if (ftl <= 0 || peer < 0) {
+            continue; // not measured in this run (needs ftl and a peer)
+        }
+        std::fprintf(out, "  %s: best peer %s %s, ftl %s: ftl %.2fx faster; target >= 1.5x: %s\n", figure,
+                     name.c_str(), bench::FormatValue(peer).c_str(), bench::FormatValue(ftl).c_str(),
+                     peer / ftl, verdict(peer / ftl >= 1.5));
+    }
+    {
+        double const ftl = MedianOf(table, "W4", "ftl");
+        auto const [peer, name] = BestPeer(table, {"W4"});
+        if (ftl > 0 && peer >= 0) {
+            std::fprintf(out, "  W4: best peer %s %s ns, ftl %s ns = %.2f of it; target <= 0.50: %s\n",
+                         name.c_str(), bench::FormatValue(peer).c_str(), bench::FormatValue(ftl).c_str(),
+                         ftl / peer, verdict(ftl <= 0.5 * peer));
+        }
+    }
+    {
+        double const ftl = MedianOf(table, "W5", "ftl");
+        auto const [peer, name] = BestPeer(table, {"W5", "W5b"});
+        if (ftl > 0 && peer >= 0) {
+            std::fprintf(out,
+                         "  W5: fastest peer mutex %s %s ns, ftl Fibtex %s ns = %.2fx; target <= 1.00x: %s\n",
+                         name.c_str(), bench::FormatValue(peer).c_str(), bench::FormatValue(ftl).c_str(),
+                         ftl / peer, verdict(ftl <= peer));
+        }
+    }
+    {
+        double const ftl = MedianOf(table, "W6", "ftl");
+        double const reference = MedianOf(table, "W6", "reference");
+        if (ftl > 0 && reference > 0) {
+            std::fprintf(out, "  W6: std::thread loop %s ms, ftl %s ms = %.3fx; target <= 1.05x: %s\n",
+                         bench::FormatValue(reference).c_str(), bench::FormatValue(ftl).c_str(),
+                         ftl / reference, verdict(ftl <= 1.05 * reference));
+        }
+    }
+    for (char const *figure : {"W7", "W7s"}) {
+        double const ftl = MedianOf(table, figure, "ftl");
+        if (ftl >= 0) {
+            std::fprintf(out, "  %s: ftl %s cpu-s over 2 s idle; target < 0.02: %s\n", figure,
+                         bench::FormatValue(ftl).c_str(), verdict(ftl < 0.02));
+        }
+    }
+    {
+        double const ftl = MedianOf(table, "W8", "ftl");
+        double const futex = MedianOf(table, "W8", "reference");
+        if (ftl > 0 && futex > 0) {
+            std::fprintf(out, "  W8: raw futex wake %s us, ftl %s us = %.2fx; target <= 1.5x: %s\n",
+                         bench::FormatValue(futex).c_str(), bench::FormatValue(ftl).c_str(), ftl / futex,
+                         verdict(ftl <= 1.5 * futex));
+        }
+    }
+    // No workload slower than any peer (lower is better for every figure).
+    std::vector<std::string> slower;
+    unsigned compared = 0;
+    for (bench::Table::Row const &row : table.Rows()) {
+        double const ftl = MedianOf(table, row.Fig.Id, "ftl");
+        if (ftl < 0) {
+            continue;
+        }
+        for (char const *peer : kPeers) {
+            double const median = MedianOf(table, row.Fig.Id, peer);
+            compared += median >= 0 ? 1 : 0;
+            // Idle CPU time is read from getrusage; below a millisecond per 2 s
+            // (0.05% of a core) the difference is noise, not a win.
+            double const tie = row.Fig.Unit.rfind("cpu-s", 0) == 0 ? 0.001 : 0;
+            if (median >= 0 && median < ftl - tie) {
+                slower.push_back(row.Fig.Id + " (" + peer + " " + bench::FormatValue(median) + " vs ftl " +
+                                 bench::FormatValue(ftl) + " " + row.Fig.Unit + ")");
+            }
+        }
+    }
+    if (compared == 0) {
+        std::fprintf(out, "  (no figure with both ftl and a peer in this run)\n");
+    } else if (slower.empty()) {
+        std::fprintf(out, "  no figure where a peer beats ftl: met\n");
+    } else {
+        std::fprintf(out, "  figures where a peer beats ftl (target: none): NOT met:\n");
+        for (std::string const &item : slower) {
+            std::fprintf(out, "    %s\n", item.c_str());
+        }
+    }
 }
 
 } // namespace
@@ -327,93 +345,280 @@ int main(int argc, char **argv) {
         return 2;
     }
 
-    ftl::TaskScheduler taskScheduler;
-    ftl::TaskSchedulerInitOptions initOptions;
-    initOptions.ThreadPoolSize = options.Threads;
-    if (int const error = taskScheduler.Init(initOptions); error != 0) {
-        std::fprintf(stderr, "ftl_bench: Init failed: %s\n", ftl::InitErrorString(error));
-        return 1;
+    bench::Sizes sizes;
+    sizes.Short = options.Short;
+    sizes.Threads = options.Threads != 0 ? options.Threads : AllowedCpuCount();
+    if (options.Short) {
+        sizes.FibN = 25;
+        sizes.PingPongRounds = 10000;
+        sizes.IdleSeconds = 0.25;
+        sizes.WakeSamples = 50;
     }
-    unsigned const threads = taskScheduler.GetThreadCount();
-    unsigned const fibersAtStart = taskScheduler.GetFiberCount();
-
     bench::Config config;
-    config.Repetitions = options.Repetitions;
-    config.Filter = options.Filter;
-    // What Measure will do: no timed runs at all in a sanitizer build.
-    unsigned const repetitions =
-        bench::kSanitizedBuild ? 0 : std::max(config.Repetitions, bench::kMinRepetitions);
+    config.Repetitions = options.Repetitions != 0 ? options.Repetitions
+                         : options.Short          ? bench::kMinRepetitions
+                                                  : bench::kDefaultRepetitions;
+    config.TimeoutSeconds = options.TimeoutSeconds;
+    config.MemoryLimitBytes = MemoryLimit();
+    unsigned const repetitions = bench::kSanitizedBuild ? 0 : config.Repetitions;
 
-    std::vector<bench::Row> rows;
-    {
-        // The fixtures hold counters and a Fibtex tied to the scheduler, so
-        // they go before it does.
-        EmptyTaskBatches w1(&taskScheduler);
-        ProducerConsumer w2(&taskScheduler);
-        FibonacciTree w3(&taskScheduler);
-        ContendedFibtex w5(&taskScheduler);
-
-        std::vector<bench::Workload> workloads;
-        workloads.push_back({"W1",
-                             "1000 batches x 1000 empty tasks",
-                             "ns/task",
-                             double(EmptyTaskBatches::kBatches) * EmptyTaskBatches::kBatchSize,
-                             {MakeRunner("ftl", w1)}});
-        workloads.push_back({"W2",
-                             "100 producers x 1000 consumers",
-                             "ns/consumer",
-                             double(ProducerConsumer::kProducers) * ProducerConsumer::kConsumersPerProducer,
-                             {MakeRunner("ftl", w2)}});
-        workloads.push_back({"W3",
-                             "fib(25), a task per node",
-                             "ns/task",
-                             double(FibonacciNodes(FibonacciTree::kN)),
-                             {MakeRunner("ftl", w3)}});
-        workloads.push_back({"W5",
-                             "10000 tasks x 100 Fibtex locks",
-                             "ns/lock",
-                             double(ContendedFibtex::kTasks) * ContendedFibtex::kIncrementsPerTask,
-                             {MakeRunner("ftl", w5)}});
-
-        rows = bench::RunAll(config, workloads);
+    // The systems: ftl first (the reference of every ratio), then the peers
+    // this build has, then the hand-written reference.
+    std::vector<std::string> names = {"ftl"};
+    std::vector<bool> built = {true};
+    std::vector<bench::System> systems;
+    systems.push_back(bench::MakeFtlSystem("ftl", ftl::SchedulerFeatures{}));
+    auto const addPeer = [&](char const *name, bool isBuilt, auto make) {
+        names.emplace_back(name);
+        built.push_back(isBuilt);
+        if (isBuilt) {
+            systems.push_back(make());
+        }
+    };
+#if FTL_BENCH_HAVE_TBB
+    addPeer("oneTBB", true, [] { return bench::MakeTbbSystem(); });
+#else
+    addPeer("oneTBB", false, [] { return bench::System{}; });
+#endif
+#if FTL_BENCH_HAVE_OPENMP
+    addPeer("OpenMP", true, [] { return bench::MakeOpenMpSystem(); });
+#else
+    addPeer("OpenMP", false, [] { return bench::System{}; });
+#endif
+#if FTL_BENCH_HAVE_BOOST_FIBER
+    addPeer("Boost.Fiber", true, [] { return bench::MakeBoostFiberSystem(); });
+#else
+    addPeer("Boost.Fiber", false, [] { return bench::System{}; });
+#endif
+    names.emplace_back("reference");
+    built.push_back(true);
+    systems.push_back(bench::MakeReferenceSystem());
+    for (std::string const &wanted : options.Systems) {
+        if (!Contains(names, wanted)) {
+            std::fprintf(stderr, "ftl_bench: --systems: unknown system '%s'\n", wanted.c_str());
+            return 2;
+        }
     }
 
-    if (!bench::kSanitizedBuild) {
-        std::printf(
-            "ftl_bench: %u worker threads; median, min and max of %u checked runs after a warm-up run\n",
-            threads, repetitions);
-    } else {
+    bench::Table table(names, built);
+    std::vector<std::string> featureNames = {"all on"};
+    std::vector<bench::System> featureSystems;
+    if (options.Features) {
+        for (FeatureFlag const &flag : kFeatureFlags) {
+            ftl::SchedulerFeatures features;
+            features.*flag.Flag = false;
+            featureNames.push_back(std::string(flag.Name) + " off");
+            featureSystems.push_back(bench::MakeFtlSystem(featureNames.back(), features));
+        }
+    }
+    bench::Table featureTable(featureNames, std::vector<bool>(featureNames.size(), true));
+
+    std::vector<Column> columns;
+    for (bench::System &system : systems) {
+        if (options.Systems.empty() || Contains(options.Systems, system.Name)) {
+            columns.push_back(Column{std::move(system), &table});
+        }
+    }
+    if (options.Systems.empty() || Contains(options.Systems, "ftl")) {
+        for (bench::System &system : featureSystems) {
+            columns.push_back(Column{std::move(system), &featureTable});
+        }
+    }
+
+    std::vector<bench::Workload> workloads = bench::MakeWorkloads(sizes);
+    if (!options.Filter.empty()) {
+        for (std::string const &wanted : options.Filter) {
+            bool const known =
+                std::any_of(workloads.begin(), workloads.end(),
+                            [&](bench::Workload const &workload) { return workload.Id == wanted; });
+            if (!known) {
+                std::fprintf(stderr, "ftl_bench: --filter: unknown workload '%s'\n", wanted.c_str());
+                return 2;
+            }
+        }
+        workloads.erase(std::remove_if(workloads.begin(), workloads.end(),
+                                       [&](bench::Workload const &workload) {
+                                           return !Contains(options.Filter, workload.Id);
+                                       }),
+                        workloads.end());
+    }
+    bench::System const ftlAllOn = bench::MakeFtlSystem("ftl", ftl::SchedulerFeatures{});
+    for (bench::Workload const &workload : workloads) {
+        for (bench::Figure const &figure : workload.Figures) {
+            table.AddRow(figure, workload.Id, workload.Description);
+            if (options.Features && ftlAllOn.Find(workload.Id) != nullptr && !DuplicateForFtl(workload.Id)) {
+                featureTable.AddRow(figure, workload.Id, workload.Description);
+            }
+        }
+    }
+
+    std::string const started = UtcNow();
+    std::string const loadBefore = LoadAverage();
+    std::fprintf(stderr, "ftl_bench: %s, load average %s; %u workers per system, %u repetitions%s\n",
+                 started.c_str(), loadBefore.c_str(), sizes.Threads, repetitions,
+                 options.Short ? " (--short)" : "");
+
+    // Workload by workload, every system in turn, so that the figures a ratio
+    // compares were measured minutes apart at most.
+    for (bench::Workload const &workload : workloads) {
+        for (Column const &column : columns) {
+            bench::Implementation const *implementation = column.System.Find(workload.Id);
+            if (implementation == nullptr ||
+                (column.Target == &featureTable && DuplicateForFtl(workload.Id))) {
+                continue;
+            }
+            std::fprintf(stderr, "  %-4s %-28s ", workload.Id.c_str(), column.System.Name.c_str());
+            bench::Measurement const measurement =
+                bench::MeasureIsolated(config, sizes, workload, *implementation);
+            for (std::size_t i = 0; i < workload.Figures.size(); ++i) {
+                bench::Cell &cell = column.Target->At(workload.Figures[i].Id, column.System.Name);
+                cell.Primitive = implementation->Primitive;
+                cell.ProbeBefore = measurement.ProbeBefore;
+                cell.ProbeAfter = measurement.ProbeAfter;
+                if (measurement.Ok) {
+                    cell.Status = bench::Cell::State::Measured;
+                    cell.Figure = measurement.Figures[i];
+                } else {
+                    cell.Status = bench::Cell::State::Failed;
+                    cell.Error = measurement.Error;
+                }
+                if (column.Target == &table && column.System.Name == "ftl" && options.Features) {
+                    if (featureTable.Find(workload.Figures[i].Id, "all on") != nullptr) {
+                        featureTable.At(workload.Figures[i].Id, "all on") = cell;
+                    }
+                }
+            }
+            if (!measurement.Ok) {
+                std::fprintf(stderr, "FAILED: %s\n", measurement.Error.c_str());
+                if (!measurement.ChildStderr.empty()) {
+                    std::fprintf(stderr, "       its stderr:\n%s\n", measurement.ChildStderr.c_str());
+                }
+            } else if (bench::kSanitizedBuild) {
+                std::fprintf(stderr, "checked\n");
+            } else {
+                std::string line;
+                for (std::size_t i = 0; i < workload.Figures.size(); ++i) {
+                    bench::Stats const &stats = measurement.Figures[i];
+                    line += (i == 0 ? "" : ", ") + bench::FormatValue(stats.Median) + " [" +
+                            bench::FormatValue(stats.Min) + " .. " + bench::FormatValue(stats.Max) + "] " +
+                            workload.Figures[i].Unit;
+                }
+                std::fprintf(stderr, "%s\n", line.c_str());
+                if (!measurement.ChildStderr.empty()) {
+                    std::fprintf(stderr, "       its stderr:\n%s\n", measurement.ChildStderr.c_str());
+                }
+            }
+        }
+    }
+    std::string const loadAfter = LoadAverage();
+    std::string const finished = UtcNow();
+
+    std::printf("ftl_bench: %s to %s; %s, %u workers per system (all cores: %u)\n", started.c_str(),
+                finished.c_str(), CpuModel().c_str(), sizes.Threads, AllowedCpuCount());
+    std::printf("load average before %s, after %s; a system's process is stopped above %.1f GB resident\n",
+                loadBefore.c_str(), loadAfter.c_str(),
+                static_cast<double>(config.MemoryLimitBytes) / double(1ul << 30));
+    if (bench::kSanitizedBuild) {
         std::printf(
             "WARNING: this is a sanitizer build. Every workload ran once and its result was checked,\n"
             "         but timings would measure the sanitizer, so none are reported. Build without\n"
-            "         FTL_SANITIZE (e.g. the `main` preset) for figures.\n");
+            "         FTL_SANITIZE (e.g. the `bench` or `main` preset) for figures.\n");
+    } else {
+        std::printf("each figure: the median of %u checked repetitions after a warm-up run%s\n", repetitions,
+                    options.Short ? " (--short: smaller sizes, see the workload list)" : "");
     }
-    bench::PrintTable(stdout, rows);
-    std::printf("fiber pool: %u fibers at Init, %u at the end\n", fibersAtStart,
-                taskScheduler.GetFiberCount());
+    std::printf("\nWorkloads:\n");
+    for (bench::Workload const &workload : workloads) {
+        std::printf("  %-4s %s\n", workload.Id.c_str(), workload.Description.c_str());
+    }
+    std::printf("\nEvery measurement: median [min .. max]; the cross-core probe (a cache-line round trip\n"
+                "between the first two cores) just before and just after it; what the system used:\n");
+    table.PrintDetails(stdout);
+    std::printf(
+        "\nMedians; in parentheses each system's median over ftl's (above 1: ftl is faster).\n"
+        "n/a: the peer is not in this build (not found at configure time; sanitizer builds leave peers\n"
+        "out); -: the system has no such workload.\n\n");
+    double const fastProbe = std::min(table.FastestProbe() > 0 ? table.FastestProbe() : 1e300,
+                                      featureTable.FastestProbe() > 0 ? featureTable.FastestProbe() : 1e300);
+    table.Print(stdout, fastProbe < 1e300 ? fastProbe : 0);
+    if (options.Features) {
+        std::printf(
+            "\nftl with one scheduling mechanism off (SchedulerFeatures); medians, in parentheses over\n"
+            "\"all on\" (above 1: the mechanism helps on this workload):\n\n");
+        featureTable.Print(stdout, fastProbe < 1e300 ? fastProbe : 0);
+        std::printf("\nftl with one mechanism off, every measurement:\n");
+        featureTable.PrintDetails(stdout);
+    }
+    if (!bench::kSanitizedBuild) {
+        PrintTargets(stdout, table);
+    }
 
     if (!options.JsonPath.empty()) {
-        std::vector<std::pair<std::string, std::string>> const context = {
-            {"tool", bench::JsonString("ftl_bench")},
-            {"threads", std::to_string(threads)},
-            {"repetitions", std::to_string(repetitions)},
-            {"fibers_at_init", std::to_string(fibersAtStart)},
-            {"fibers_at_end", std::to_string(taskScheduler.GetFiberCount())},
-        };
-        if (!bench::WriteJson(options.JsonPath, context, rows)) {
+        std::ofstream json(options.JsonPath);
+        json << "{\n  \"tool\": \"ftl_bench\",\n"
+             << "  \"started\": " << bench::JsonString(started) << ",\n"
+             << "  \"finished\": " << bench::JsonString(finished) << ",\n"
+             << "  \"cpu\": " << bench::JsonString(CpuModel()) << ",\n"
+             << "  \"cores\": " << AllowedCpuCount() << ",\n"
+             << "  \"threads\": " << sizes.Threads << ",\n"
+             << "  \"load_before\": " << bench::JsonString(loadBefore) << ",\n"
+             << "  \"load_after\": " << bench::JsonString(loadAfter) << ",\n"
+             << "  \"short\": " << (options.Short ? "true" : "false") << ",\n"
+             << "  \"sanitized\": " << (bench::kSanitizedBuild ? "true" : "false") << ",\n"
+             << "  \"repetitions\": " << repetitions << ",\n"
+             << "  \"systems\": [";
+        for (std::size_t i = 0; i < names.size(); ++i) {
+            json << (i == 0 ? "" : ", ") << "{\"name\": " << bench::JsonString(names[i])
+                 << ", \"built\": " << (built[i] ? "true" : "false") << "}";
+        }
+        json << "],\n  \"workloads\": [";
+        for (std::size_t i = 0; i < workloads.size(); ++i) {
+            bench::Workload const &workload = workloads[i];
+            json << (i == 0 ? "\n" : ",\n") << "    {\"id\": " << bench::JsonString(workload.Id)
+                 << ", \"description\": " << bench::JsonString(workload.Description) << ", \"figures\": [";
+            for (std::size_t f = 0; f < workload.Figures.size(); ++f) {
+                json << (f == 0 ? "" : ", ") << "{\"id\": " << bench::JsonString(workload.Figures[f].Id)
+                     << ", \"unit\": " << bench::JsonString(workload.Figures[f].Unit) << "}";
+            }
+            json << "]}";
+        }
+        json << "\n  ],\n  \"results\": " << table.Json("  ");
+        if (options.Features) {
+            json << ",\n  \"features\": " << featureTable.Json("  ");
+        }
+        json << "\n}\n";
+        json.close();
+        if (!json) {
             std::fprintf(stderr, "ftl_bench: cannot write %s\n", options.JsonPath.c_str());
             return 1;
         }
-        std::printf("results written to %s\n", options.JsonPath.c_str());
+        std::printf("\nresults written to %s\n", options.JsonPath.c_str());
     }
 
-    if (!bench::AllOk(rows)) {
-        std::fprintf(stderr, "ftl_bench: a workload produced a wrong result (see FAILED above)\n");
+    std::fflush(stdout);
+    if (workloads.empty()) {
+        std::fprintf(stderr, "ftl_bench: no workload selected\n");
         return 1;
     }
-    if (rows.empty()) {
-        std::fprintf(stderr, "ftl_bench: no workload matches --filter '%s'\n", options.Filter.c_str());
+    // ftl (as configured by default) and the reference must not fail: that
+    // is an error. A peer that fails, or ftl with a mechanism switched off, is
+    // a finding, reported in its cell.
+    bool mustPass = true;
+    for (bench::Table::Row const &row : table.Rows()) {
+        for (std::size_t i = 0; i < row.Cells.size(); ++i) {
+            bool const ours = table.Columns()[i] == "ftl" || table.Columns()[i] == "reference";
+            if (ours && row.Cells[i].Status == bench::Cell::State::Failed) {
+                mustPass = false;
+            }
+        }
+    }
+    if (!mustPass) {
+        std::fprintf(stderr, "ftl_bench: an ftl or reference measurement failed (see FAILED above)\n");
         return 1;
+    }
+    if (!table.AllOk() || !featureTable.AllOk()) {
+        std::fprintf(stderr, "ftl_bench: some peer or --features measurements failed; see FAILED above "
+                             "(reported as findings, not errors)\n");
     }
     return 0;
 }

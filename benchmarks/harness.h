@@ -1,29 +1,43 @@
-// A small benchmark harness.
+// The benchmark harness: workloads, the systems that implement them, and how
+// one implementation is measured.
 //
-// A workload is one job to measure, described once (its name, its unit and how
-// many units one run does), with one Runner per implementation of it: ftl
-// first, and beside it any peer (a thread pool, another fiber library) doing
-// the same job. Each runner is measured the same way:
+// A Workload is one job, described once (its id, what one run does, the
+// figures it reports). A System (ftl, oneTBB, OpenMP, Boost.Fiber, or the
+// hand-written reference) implements some workloads; each Implementation makes
+// a Fixture: the system's pool, started, plus the workload's state.
 //
-//   1. one warm-up run, whose time is thrown away (first touches of memory,
-//      fiber stacks and caches);
-//   2. `Repetitions` timed runs (at least 5).
+// Each (workload, system) pair is measured in a child process of its own
+// (fork): its threads exist only while it is measured, an idle peer pool can
+// never steal time from the system being measured, a static pool (Boost.Fiber's
+// work_stealing keeps one per process) starts fresh every time, getrusage sees
+// only the system being measured, and a crash or hang fails one cell of the
+// table instead of the whole suite. In the child:
 //
-// After every run, the warm-up included, the runner's Check must pass before
-// the run's time counts: a benchmark that lost work must fail, not report a
-// flattering figure. The report gives the median per unit with the minimum and
-// maximum beside it, and, when a workload has several runners, each one's
-// median relative to the first runner's.
+//   1. the fixture is made (the pool starts; not timed);
+//   2. one warm-up run, whose figures are thrown away (first touches of memory,
+//      fiber stacks, caches, lazily started threads);
+//   3. `Repetitions` measured runs (at least 5).
 //
-// In a sanitizer build the runners still run (and are checked) once each, but
-// no figures are reported: they would measure the sanitizer.
+// After every run, the warm-up included, Check must pass before the run's
+// figures count: a benchmark that lost work must fail, not report a flattering
+// figure. A timed workload's figure is Run's wall time divided by
+// UnitsPerRun; a self-measured one (idle CPU time, wake latencies) reports its
+// own figures. Each figure's median, minimum and maximum over the repetitions
+// is what the tables print.
+//
+// Around each measurement the child bounces a cache line between the first
+// two cores (the cross-core probe, see harness.cpp), so that a figure taken
+// while the host had moved the VM's CPUs apart can be told from the others;
+// and the parent stops a child whose resident memory passes
+// Config::MemoryLimitBytes, before the kernel's OOM killer picks a victim.
+//
+// In a sanitizer build every fixture still runs once (the warm-up) and is
+// checked, but no figures are reported: they would measure the sanitizer.
 #pragma once
 
-#include <algorithm>
-#include <chrono>
-#include <cstddef>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,6 +57,7 @@ namespace bench {
 
 constexpr bool kSanitizedBuild = FTL_BENCH_SANITIZED != 0;
 constexpr unsigned kMinRepetitions = 5;
+constexpr unsigned kDefaultRepetitions = 7;
 
 // The outcome of checking one run.
 struct Verdict {
@@ -53,199 +68,162 @@ struct Verdict {
     static Verdict Fail(std::string error) { return Verdict{false, std::move(error)}; }
 };
 
-// One implementation of a workload. Run does the work and returns once all of
-// it is done; Check inspects what the run produced (and resets whatever the
-// next run needs reset). Only Run is timed.
-struct Runner {
-    std::string Peer;
-    std::function<void()> Run;
-    std::function<Verdict()> Check;
+// The sizes every system reads, so that all of them do the same work. Only
+// --short changes them (and --threads the thread count).
+struct Sizes {
+    bool Short = false;
+    unsigned Threads = 1;             // workers of every system: all cores by default
+    unsigned FibN = 30;               // W3
+    unsigned PingPongRounds = 100000; // W4
+    double IdleSeconds = 2.0;         // W7: measured window (figures are scaled to 2 s)
+    unsigned WakeSamples = 200;       // W8
+};
+
+// One system's implementation of one workload, with the system's pool
+// started. Only Run is timed.
+class Fixture {
+public:
+    Fixture() = default;
+    virtual ~Fixture() = default;
+    Fixture(Fixture const &) = delete;
+    Fixture &operator=(Fixture const &) = delete;
+
+    // Does the work and returns once all of it is done.
+    virtual void Run() = 0;
+    // Inspects what the last run produced, and resets what the next run needs
+    // reset.
+    virtual Verdict Check() = 0;
+    // For self-measured workloads: the last run's figures, one per
+    // Workload::Figures entry.
+    virtual std::vector<double> MeasuredFigures() const { return {}; }
+};
+
+using FixtureFactory = std::function<std::unique_ptr<Fixture>(Sizes const &sizes)>;
+
+struct Implementation {
+    std::string WorkloadId;
+    std::string Primitive; // what the system uses for it, e.g. "task_group, wait per batch"
+    FixtureFactory Make;
+};
+
+struct System {
+    std::string Name;
+    std::vector<Implementation> Implementations;
+
+    Implementation const *Find(std::string const &workloadId) const;
+};
+
+struct Figure {
+    std::string Id; // the row label, e.g. "W8 p99"
+    std::string Unit;
+    bool Ratio = true; // whether "peer / ftl" means anything for it
 };
 
 struct Workload {
-    std::string Id;          // short, e.g. "W1"
-    std::string Description; // what one run does
-    std::string Unit;        // e.g. "ns/task"
-    double UnitsPerRun;      // the run's time in ns is divided by this
-    std::vector<Runner> Runners;
+    std::string Id;
+    std::string Description;
+    std::vector<Figure> Figures; // a timed workload has exactly one
+    // Timed workloads: the figure is Run's time in ns divided by this (1e6
+    // gives ms per run). 0: the fixture measures its own figures.
+    double UnitsPerRun = 0;
+    // An idle measurement has nothing to warm up.
+    bool WarmUp = true;
+
+    bool SelfMeasured() const { return UnitsPerRun == 0; }
 };
 
 struct Config {
-    unsigned Repetitions = 15;
-    std::string Filter; // run only workloads whose Id or Description contains this
+    unsigned Repetitions = kDefaultRepetitions;
+    unsigned TimeoutSeconds = 900; // per (workload, system) pair, pool start and shutdown included
+    // A child whose resident memory passes this is stopped; 0: no limit.
+    unsigned long MemoryLimitBytes = 0;
 };
 
-struct Row {
-    std::string WorkloadId;
-    std::string Description;
-    std::string Peer;
-    std::string Unit;
-    bool Ok = false;
-    std::string Error;
+struct Stats {
+    unsigned Repetitions = 0;
     double Median = 0;
     double Min = 0;
     double Max = 0;
-    double Ratio = 0; // Median over the first runner's Median; 0 when not applicable
-    unsigned Repetitions = 0;
 };
 
-inline double MedianOf(std::vector<double> values) {
-    std::sort(values.begin(), values.end());
-    std::size_t const n = values.size();
-    if (n == 0) {
-        return 0;
-    }
-    return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
-}
+// The result of measuring one implementation: one Stats per figure.
+struct Measurement {
+    bool Ok = false;
+    std::string Error;
+    std::vector<Stats> Figures;
+    std::string ChildStderr; // what the child wrote on stderr (the first 64 KB)
+    // The cross-core cache-line round trip (ns) just before the pool started
+    // and just after it stopped (0: fewer than two CPUs).
+    double ProbeBefore = 0;
+    double ProbeAfter = 0;
+};
 
-// Measures one runner. A failed check stops it at once.
-inline Row Measure(Config const &config, Workload const &workload, Runner const &runner) {
-    using Clock = std::chrono::steady_clock;
-    Row row;
-    row.WorkloadId = workload.Id;
-    row.Description = workload.Description;
-    row.Peer = runner.Peer;
-    row.Unit = workload.Unit;
+// Measures one implementation in a child process (see the top of this file).
+Measurement MeasureIsolated(Config const &config, Sizes const &sizes, Workload const &workload,
+                            Implementation const &implementation);
 
-    unsigned const repetitions = kSanitizedBuild ? 0 : std::max(config.Repetitions, kMinRepetitions);
-    std::vector<double> perUnit;
-    perUnit.reserve(repetitions);
-    for (unsigned i = 0; i <= repetitions; ++i) { // run 0 is the warm-up
-        auto const start = Clock::now();
-        runner.Run();
-        auto const stop = Clock::now();
-        Verdict verdict = runner.Check();
-        if (!verdict.Ok) {
-            row.Error = (i == 0 ? "warm-up run: " : "run " + std::to_string(i) + ": ") + verdict.Error;
-            return row;
-        }
-        if (i > 0) {
-            double const ns = std::chrono::duration<double, std::nano>(stop - start).count();
-            perUnit.push_back(ns / workload.UnitsPerRun);
-        }
-    }
-    row.Ok = true;
-    row.Repetitions = repetitions;
-    if (!perUnit.empty()) {
-        row.Median = MedianOf(perUnit);
-        row.Min = *std::min_element(perUnit.begin(), perUnit.end());
-        row.Max = *std::max_element(perUnit.begin(), perUnit.end());
-    }
-    return row;
-}
+double MedianOf(std::vector<double> values);
+// The p-th percentile (0..100), nearest rank.
+double PercentileOf(std::vector<double> values, double p);
 
-// Runs every selected workload, each runner in turn, printing progress to
-// stderr so that a long run shows where it is.
-inline std::vector<Row> RunAll(Config const &config, std::vector<Workload> const &workloads) {
-    std::vector<Row> rows;
-    for (Workload const &workload : workloads) {
-        if (!config.Filter.empty() && workload.Id.find(config.Filter) == std::string::npos &&
-            workload.Description.find(config.Filter) == std::string::npos) {
-            continue;
-        }
-        std::size_t const first = rows.size();
-        for (Runner const &runner : workload.Runners) {
-            std::fprintf(stderr, "  running %s (%s) ...\n", workload.Id.c_str(), runner.Peer.c_str());
-            rows.push_back(Measure(config, workload, runner));
-        }
-        if (workload.Runners.size() > 1 && rows[first].Ok && rows[first].Median > 0) {
-            for (std::size_t i = first; i < rows.size(); ++i) {
-                if (rows[i].Ok) {
-                    rows[i].Ratio = rows[i].Median / rows[first].Median;
-                }
-            }
-        }
-    }
-    return rows;
-}
+// One cell of a result table.
+struct Cell {
+    enum class State { Measured, Failed, NotBuilt, NotImplemented };
+    State Status = State::NotImplemented;
+    std::string Primitive;
+    std::string Error;
+    Stats Figure;
+    double ProbeBefore = 0; // see Measurement
+    double ProbeAfter = 0;
+};
 
-inline bool AllOk(std::vector<Row> const &rows) {
-    return std::all_of(rows.begin(), rows.end(), [](Row const &row) { return row.Ok; });
-}
+// A table of results: rows are figures, columns are systems; the first
+// column is the reference the others are compared with ("x.xx" = this
+// system's median over the reference's).
+class Table {
+public:
+    Table(std::vector<std::string> columns, std::vector<bool> built);
 
-inline void PrintTable(std::FILE *out, std::vector<Row> const &rows) {
-    bool const anyRatio = std::any_of(rows.begin(), rows.end(), [](Row const &row) { return row.Ratio > 0; });
-    int width = static_cast<int>(std::string("workload").size());
-    for (Row const &row : rows) {
-        width = std::max(width, static_cast<int>((row.WorkloadId + " " + row.Description).size()));
-    }
-    // The unit column is padded only when the ratio column follows it.
-    int const unitWidth = anyRatio ? 11 : 0;
-    std::fprintf(out, "%-*s  %-6s %10s %10s %10s  %-*s%s\n", width, "workload", "peer", "median", "min",
-                 "max", unitWidth, "unit", anyRatio ? "  vs first" : "");
-    for (Row const &row : rows) {
-        std::string const name = row.WorkloadId + " " + row.Description;
-        if (!row.Ok) {
-            std::fprintf(out, "%-*s  %-6s FAILED: %s\n", width, name.c_str(), row.Peer.c_str(),
-                         row.Error.c_str());
-            continue;
-        }
-        if (kSanitizedBuild) {
-            std::fprintf(out, "%-*s  %-6s %10s %10s %10s  %s\n", width, name.c_str(), row.Peer.c_str(), "-",
-                         "-", "-", row.Unit.c_str());
-            continue;
-        }
-        std::fprintf(out, "%-*s  %-6s %10.1f %10.1f %10.1f  %-*s", width, name.c_str(), row.Peer.c_str(),
-                     row.Median, row.Min, row.Max, unitWidth, row.Unit.c_str());
-        if (row.Ratio > 0) {
-            std::fprintf(out, "  %8.2fx", row.Ratio);
-        }
-        std::fprintf(out, "\n");
-    }
-}
+    void AddRow(Figure const &figure, std::string const &workloadId, std::string const &description);
+    Cell &At(std::string const &figureId, std::string const &column);
+    Cell const *Find(std::string const &figureId, std::string const &column) const;
 
-inline std::string JsonString(std::string const &text) {
-    std::string quoted = "\"";
-    for (char const c : text) {
-        if (c == '"' || c == '\\') {
-            quoted += '\\';
-            quoted += c;
-        } else if (static_cast<unsigned char>(c) < 0x20) {
-            char escaped[8];
-            std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
-            quoted += escaped;
-        } else {
-            quoted += c;
-        }
-    }
-    return quoted + "\"";
-}
+    std::vector<std::string> const &Columns() const { return m_columns; }
+    bool Built(std::string const &column) const;
+    bool AllOk() const;
+    bool Empty() const { return m_rows.empty(); }
 
-// Writes the rows as JSON. `context` holds extra top-level fields, as
-// already-encoded JSON values (e.g. {"threads", "2"}). Returns false when the
-// file cannot be written.
-inline bool WriteJson(std::string const &path,
-                      std::vector<std::pair<std::string, std::string>> const &context,
-                      std::vector<Row> const &rows) {
-    std::FILE *file = std::fopen(path.c_str(), "w");
-    if (file == nullptr) {
-        return false;
-    }
-    std::fprintf(file, "{\n");
-    for (auto const &[key, value] : context) {
-        std::fprintf(file, "  %s: %s,\n", JsonString(key).c_str(), value.c_str());
-    }
-    std::fprintf(file, "  \"sanitized\": %s,\n", kSanitizedBuild ? "true" : "false");
-    std::fprintf(file, "  \"results\": [");
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-        Row const &row = rows[i];
-        std::fprintf(
-            file, "%s\n    {\"workload\": %s, \"description\": %s, \"peer\": %s, \"unit\": %s, \"ok\": %s",
-            i == 0 ? "" : ",", JsonString(row.WorkloadId).c_str(), JsonString(row.Description).c_str(),
-            JsonString(row.Peer).c_str(), JsonString(row.Unit).c_str(), row.Ok ? "true" : "false");
-        if (!row.Ok) {
-            std::fprintf(file, ", \"error\": %s", JsonString(row.Error).c_str());
-        } else if (!kSanitizedBuild) {
-            std::fprintf(file, ", \"repetitions\": %u, \"median\": %.3f, \"min\": %.3f, \"max\": %.3f",
-                         row.Repetitions, row.Median, row.Min, row.Max);
-            if (row.Ratio > 0) {
-                std::fprintf(file, ", \"ratio\": %.4f", row.Ratio);
-            }
-        }
-        std::fprintf(file, "}");
-    }
-    std::fprintf(file, "\n  ]\n}\n");
-    return std::fclose(file) == 0;
-}
+    // Median per cell, the ratio to the first column beside it. A cell whose
+    // cross-core probe was above kSlowPlacement x fastProbe gets a '*'.
+    void Print(std::FILE *out, double fastProbe) const;
+    // Median, min, max, the probe and the primitive, one line per measured cell.
+    void PrintDetails(std::FILE *out) const;
+    // The lowest cross-core probe of any measured cell (0: none).
+    double FastestProbe() const;
+    // The cells as a JSON array.
+    std::string Json(std::string const &indent) const;
+
+    struct Row {
+        Figure Fig;
+        std::string WorkloadId;
+        std::string Description;
+        std::vector<Cell> Cells;
+    };
+    std::vector<Row> const &Rows() const { return m_rows; }
+
+private:
+    std::vector<std::string> m_columns;
+    std::vector<bool> m_built;
+    std::vector<Row> m_rows;
+};
+
+// See Table::Print. On the 2-core VM the probe sits at 60-100 ns while the
+// host keeps the two virtual CPUs close and at 300-350 ns when it does not:
+// 2.5x the run's fastest separates the two.
+constexpr double kSlowPlacement = 2.5;
+
+std::string JsonString(std::string const &text);
+// Formats a figure with 3-4 significant digits.
+std::string FormatValue(double value);
 
 } // namespace bench

@@ -24,7 +24,7 @@ main_packages=(g++ cmake libboost-context-dev)
 case "$job" in
 main) packages=("${main_packages[@]}") ;;
 test) packages=("${main_packages[@]}" catch2 spin valgrind) ;;
-bench) packages=("${main_packages[@]}" libtbb-dev libboost-fiber-dev libbenchmark-dev gnuplot-nox) ;;
+bench) packages=("${main_packages[@]}" libtbb-dev libboost-fiber-dev python3-matplotlib) ;;
 -h | --help)
     usage
     exit 0

@@ -1,0 +1,430 @@
+// ftl's implementations of the workloads (see workloads.h), through the public
+// API only, as a user writes them.
+#include "systems.h"
+#include "workloads.h"
+
+#include "ftl/atomic_counter.h"
+#include "ftl/fibtex.h"
+#include "ftl/task_counter.h"
+#include "ftl/task_scheduler.h"
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace bench {
+namespace {
+
+// A started scheduler. Every fixture holds one as its first member, so that it
+// is built before, and destroyed after, the counters and Fibtexes tied to it.
+class Scheduler {
+public:
+    explicit Scheduler(ftl::TaskSchedulerInitOptions const &options) {
+        if (int const error = m_scheduler.Init(options); error != 0) {
+            throw std::runtime_error(std::string("TaskScheduler::Init failed: ") +
+                                     ftl::InitErrorString(error));
+        }
+    }
+    // All workers = all cores (or --threads), the given mechanisms, Sleep.
+    Scheduler(Sizes const &sizes, ftl::SchedulerFeatures features) : Scheduler(Options(sizes, features)) {}
+
+    static ftl::TaskSchedulerInitOptions Options(Sizes const &sizes, ftl::SchedulerFeatures features) {
+        ftl::TaskSchedulerInitOptions options;
+        options.ThreadPoolSize = sizes.Threads;
+        options.Features = features;
+        return options;
+    }
+
+    ftl::TaskScheduler *Get() { return &m_scheduler; }
+    unsigned Threads() const { return m_scheduler.GetThreadCount(); }
+
+private:
+    ftl::TaskScheduler m_scheduler;
+};
+
+void CountTask(ftl::TaskScheduler *taskScheduler, void *arg) {
+    static_cast<Tally *>(arg)->Count(taskScheduler->GetCurrentThreadIndex());
+}
+
+// W1 ---------------------------------------------------------------------------
+
+class EmptyBatches final : public Fixture {
+public:
+    EmptyBatches(Sizes const &sizes, ftl::SchedulerFeatures features)
+        : m_scheduler(sizes, features), m_tally(m_scheduler.Threads()),
+          m_tasks(kBatchSize, ftl::Task{CountTask, &m_tally}) {}
+
+    void Run() override {
+        ftl::TaskScheduler *const ts = m_scheduler.Get();
+        for (unsigned batch = 0; batch < kBatches; ++batch) {
+            ftl::TaskCounter counter(ts);
+            ts->AddTasks(kBatchSize, m_tasks.data(), ftl::TaskPriority::Normal, &counter);
+            ts->WaitForCounter(&counter);
+        }
+    }
+
+    Verdict Check() override {
+        return ExpectCount("tasks run", m_tally.Take(), std::uint64_t(kBatches) * kBatchSize);
+    }
+
+private:
+    Scheduler m_scheduler;
+    Tally m_tally;
+    std::vector<ftl::Task> m_tasks;
+};
+
+// W2 ---------------------------------------------------------------------------
+
+class ProducerConsumer final : public Fixture {
+public:
+    ProducerConsumer(Sizes const &sizes, ftl::SchedulerFeatures features)
+        : m_scheduler(sizes, features), m_consumers(m_scheduler.Threads()),
+          m_producers(m_scheduler.Threads()), m_producerTasks(kProducers, ftl::Task{Producer, this}) {}
+
+    void Run() override {
+        ftl::TaskCounter counter(m_scheduler.Get());
+        m_scheduler.Get()->AddTasks(kProducers, m_producerTasks.data(), ftl::TaskPriority::Normal, &counter);
+        m_scheduler.Get()->WaitForCounter(&counter);
+    }
+
+    Verdict Check() override {
+        return FirstFailure({ExpectCount("producers finished", m_producers.Take(), kProducers),
+                             ExpectCount("consumers run", m_consumers.Take(),
+                                         std::uint64_t(kProducers) * kConsumersPerProducer)});
+    }
+
+private:
+    static void Producer(ftl::TaskScheduler *taskScheduler, void *arg) {
+        auto *self = static_cast<ProducerConsumer *>(arg);
+        // 1,000 Tasks are 16 KB of this fiber's stack; AddTasks copies them.
+        ftl::Task consumers[kConsumersPerProducer];
+        for (ftl::Task &task : consumers) {
+            task = ftl::Task{CountTask, &self->m_consumers};
+        }
+        ftl::TaskCounter counter(taskScheduler);
+        taskScheduler->AddTasks(kConsumersPerProducer, consumers, ftl::TaskPriority::Normal, &counter);
+        taskScheduler->WaitForCounter(&counter);
+        // Counted after the wait, on whichever thread the producer resumed on.
+        self->m_producers.Count(taskScheduler->GetCurrentThreadIndex());
+    }
+
+    Scheduler m_scheduler;
+    Tally m_consumers;
+    Tally m_producers;
+    std::vector<ftl::Task> m_producerTasks;
+};
+
+// W3 ---------------------------------------------------------------------------
+
+class FibonacciTree final : public Fixture {
+public:
+    FibonacciTree(Sizes const &sizes, ftl::SchedulerFeatures features)
+        : m_scheduler(sizes, features), m_n(sizes.FibN), m_tally(m_scheduler.Threads()) {}
+
+    void Run() override {
+        m_root = Node{m_n, 0, &m_tally};
+        ftl::TaskCounter counter(m_scheduler.Get());
+        m_scheduler.Get()->AddTask(ftl::Task{Fib, &m_root}, ftl::TaskPriority::Normal, &counter);
+        m_scheduler.Get()->WaitForCounter(&counter);
+    }
+
+    Verdict Check() override {
+        return FirstFailure({ExpectCount("fib", m_root.Value, Fibonacci(m_n)),
+                             ExpectCount("tasks run", m_tally.Take(), FibonacciNodes(m_n))});
+    }
+
+private:
+    struct Node {
+        unsigned N;
+        std::uint64_t Value;
+        Tally *Counts;
+    };
+
+    static void Fib(ftl::TaskScheduler *taskScheduler, void *arg) {
+        auto *node = static_cast<Node *>(arg);
+        node->Counts->Count(taskScheduler->GetCurrentThreadIndex());
+        if (node->N < 2) {
+            node->Value = node->N;
+            return;
+        }
+        Node children[2] = {Node{node->N - 1, 0, node->Counts}, Node{node->N - 2, 0, node->Counts}};
+        ftl::Task const tasks[2] = {ftl::Task{Fib, &children[0]}, ftl::Task{Fib, &children[1]}};
+        ftl::TaskCounter counter(taskScheduler);
+        taskScheduler->AddTasks(2, tasks, ftl::TaskPriority::Normal, &counter);
+        taskScheduler->WaitForCounter(&counter);
+        node->Value = children[0].Value + children[1].Value;
+    }
+
+    Scheduler m_scheduler;
+    unsigned m_n;
+    Tally m_tally;
+    Node m_root{0, 0, nullptr};
+};
+
+// W4 ---------------------------------------------------------------------------
+
+// Ping waits for 2i and writes 2i + 1; pong waits for 2i + 1 and writes 2i + 2.
+class PingPong final : public Fixture {
+public:
+    PingPong(Sizes const &sizes, ftl::SchedulerFeatures features)
+        : m_scheduler(sizes, features), m_rounds(sizes.PingPongRounds), m_value(m_scheduler.Get()) {}
+
+    void Run() override {
+        m_value.Store(0);
+        ftl::Task const tasks[2] = {ftl::Task{Ping, this}, ftl::Task{Pong, this}};
+        ftl::TaskCounter counter(m_scheduler.Get());
+        m_scheduler.Get()->AddTasks(2, tasks, ftl::TaskPriority::Normal, &counter);
+        m_scheduler.Get()->WaitForCounter(&counter);
+    }
+
+    Verdict Check() override { return ExpectCount("final value", m_value.Load(), 2ull * m_rounds); }
+
+private:
+    static void Ping(ftl::TaskScheduler *taskScheduler, void *arg) {
+        auto *self = static_cast<PingPong *>(arg);
+        for (unsigned i = 0; i < self->m_rounds; ++i) {
+            taskScheduler->WaitForCounter(&self->m_value, 2 * i);
+            self->m_value.FetchAdd(1);
+        }
+    }
+    static void Pong(ftl::TaskScheduler *taskScheduler, void *arg) {
+        auto *self = static_cast<PingPong *>(arg);
+        for (unsigned i = 0; i < self->m_rounds; ++i) {
+            taskScheduler->WaitForCounter(&self->m_value, 2 * i + 1);
+            self->m_value.FetchAdd(1);
+        }
+    }
+
+    Scheduler m_scheduler;
+    unsigned m_rounds;
+    ftl::FullAtomicCounter m_value;
+};
+
+// W5, W5b ----------------------------------------------------------------------
+
+class ContendedFibtex final : public Fixture {
+public:
+    ContendedFibtex(Sizes const &sizes, ftl::SchedulerFeatures features)
+        : m_scheduler(sizes, features), m_lock(m_scheduler.Get()),
+          m_tasks(kLockTasks, ftl::Task{Increment, this}) {}
+
+    void Run() override {
+        ftl::TaskCounter counter(m_scheduler.Get());
+        m_scheduler.Get()->AddTasks(kLockTasks, m_tasks.data(), ftl::TaskPriority::Normal, &counter);
+        m_scheduler.Get()->WaitForCounter(&counter);
+    }
+
+    Verdict Check() override {
+        std::uint64_t const value = m_value;
+        m_value = 0;
+        return ExpectCount("sum", value, std::uint64_t(kLockTasks) * kLocksPerTask);
+    }
+
+private:
+    static void Increment(ftl::TaskScheduler * /*taskScheduler*/, void *arg) {
+        auto *self = static_cast<ContendedFibtex *>(arg);
+        for (unsigned i = 0; i < kLocksPerTask; ++i) {
+            std::lock_guard<ftl::Fibtex> lock(self->m_lock);
+            ++self->m_value;
+        }
+    }
+
+    Scheduler m_scheduler;
+    ftl::Fibtex m_lock;
+    std::uint64_t m_value = 0; // guarded by m_lock
+    std::vector<ftl::Task> m_tasks;
+};
+
+// W6 ---------------------------------------------------------------------------
+
+class TriangleNumber final : public Fixture {
+public:
+    TriangleNumber(Sizes const &sizes, ftl::SchedulerFeatures features)
+        : m_scheduler(sizes, features), m_items(kTriangleTasks), m_tasks(kTriangleTasks) {
+        for (std::uint64_t i = 0; i < kTriangleTasks; ++i) {
+            m_items[i].Range = TriangleSlice(i);
+            m_tasks[i] = ftl::Task{SumSlice, &m_items[i]};
+        }
+    }
+
+    void Run() override {
+        ftl::TaskCounter counter(m_scheduler.Get());
+        m_scheduler.Get()->AddTasks(static_cast<unsigned>(kTriangleTasks), m_tasks.data(),
+                                    ftl::TaskPriority::Normal, &counter);
+        m_scheduler.Get()->WaitForCounter(&counter);
+        m_total = 0;
+        for (Item const &item : m_items) {
+            m_total += item.Sum;
+        }
+    }
+
+    Verdict Check() override {
+        for (Item &item : m_items) {
+            item.Sum = 0;
+        }
+        return ExpectCount("total", m_total, kTriangleExpected);
+    }
+
+private:
+    struct Item {
+        Slice Range;
+        std::uint64_t Sum;
+    };
+
+    static void SumSlice(ftl::TaskScheduler * /*taskScheduler*/, void *arg) {
+        auto *item = static_cast<Item *>(arg);
+        item->Sum = SumRange(item->Range.First, item->Range.Last);
+    }
+
+    Scheduler m_scheduler;
+    std::vector<Item> m_items;
+    std::vector<ftl::Task> m_tasks;
+    std::uint64_t m_total = 0;
+};
+
+// W7, W7s ----------------------------------------------------------------------
+
+// Measures the idle window, then runs one task to check that the pool still
+// works after it.
+class Idle final : public Fixture {
+public:
+    Idle(Sizes const &sizes, ftl::TaskSchedulerInitOptions const &options)
+        : m_sizes(sizes), m_scheduler(options) {}
+
+    void Run() override {
+        m_cpuSeconds = MeasureIdleCpu(m_sizes);
+        ftl::TaskCounter counter(m_scheduler.Get());
+        m_scheduler.Get()->AddTask(ftl::Task{Probe, &m_probed}, ftl::TaskPriority::Normal, &counter);
+        m_scheduler.Get()->WaitForCounter(&counter);
+    }
+
+    Verdict Check() override { return ExpectCount("probe tasks run", std::exchange(m_probed, 0), 1); }
+    std::vector<double> MeasuredFigures() const override { return {m_cpuSeconds}; }
+
+private:
+    static void Probe(ftl::TaskScheduler * /*taskScheduler*/, void *arg) { ++*static_cast<unsigned *>(arg); }
+
+    Sizes m_sizes;
+    Scheduler m_scheduler;
+    double m_cpuSeconds = 0;
+    unsigned m_probed = 0;
+};
+
+// W8 ---------------------------------------------------------------------------
+
+// The main thread (worker 0) waits on a counter that only the driver thread
+// releases, so every worker is parked between samples. The driver, a thread
+// that is not a worker, adds one task per sample after kWakeGap of idleness;
+// the task reads the clock first thing.
+class WakeLatency final : public Fixture {
+public:
+    WakeLatency(Sizes const &sizes, ftl::SchedulerFeatures features)
+        : m_scheduler(sizes, features), m_samples(sizes.WakeSamples) {}
+
+    void Run() override {
+        m_starts.assign(m_samples, 0);
+        m_latencies = std::vector<std::atomic<std::int64_t>>(m_samples);
+        m_taken.store(0, std::memory_order_relaxed);
+        ftl::TaskCounter done(m_scheduler.Get());
+        done.Add(1); // the driver's share, released when it has added its last task
+        std::thread driver([this, &done] {
+            for (unsigned i = 0; i < m_samples; ++i) {
+                std::this_thread::sleep_for(kWakeGap);
+                // The previous probe ran long ago; make sure before m_probe is reused.
+                // (Checked here, not right after the add, so that nothing runs on
+                // this thread while a worker wakes.)
+                WaitForSample(i);
+                m_probe = Probe{this, i};
+                m_starts[i] = NowNs();
+                m_scheduler.Get()->AddTask(ftl::Task{ProbeTask, &m_probe}, ftl::TaskPriority::Normal, &done);
+            }
+            WaitForSample(m_samples);
+            done.Decrement();
+        });
+        m_scheduler.Get()->WaitForCounter(&done);
+        driver.join();
+    }
+
+    Verdict Check() override { return CheckWakeSamples(Latencies(), m_samples); }
+    std::vector<double> MeasuredFigures() const override { return WakeFigures(Latencies()); }
+
+private:
+    struct Probe {
+        WakeLatency *Self;
+        unsigned Index;
+    };
+
+    static void ProbeTask(ftl::TaskScheduler * /*taskScheduler*/, void *arg) {
+        std::int64_t const now = NowNs();
+        auto const *probe = static_cast<Probe const *>(arg);
+        WakeLatency *self = probe->Self;
+        self->m_latencies[probe->Index].store(now - self->m_starts[probe->Index], std::memory_order_relaxed);
+        self->m_taken.fetch_add(1, std::memory_order_release);
+    }
+
+    // Waits until the probe before sample `next` has run.
+    void WaitForSample(unsigned next) const {
+        while (m_taken.load(std::memory_order_acquire) < next) {
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+    }
+
+    std::vector<std::int64_t> Latencies() const {
+        std::vector<std::int64_t> values;
+        for (std::atomic<std::int64_t> const &latency : m_latencies) {
+            values.push_back(latency.load(std::memory_order_relaxed));
+        }
+        return values;
+    }
+
+    Scheduler m_scheduler;
+    unsigned m_samples;
+    Probe m_probe{nullptr, 0};
+    std::vector<std::int64_t> m_starts;
+    std::vector<std::atomic<std::int64_t>> m_latencies;
+    std::atomic<unsigned> m_taken{0}; // probes that have run
+};
+
+template <class T>
+Implementation Make(char const *workloadId, char const *primitive, ftl::SchedulerFeatures features) {
+    return Implementation{workloadId, primitive, [features](Sizes const &sizes) -> std::unique_ptr<Fixture> {
+                              return std::make_unique<T>(sizes, features);
+                          }};
+}
+
+} // namespace
+
+System MakeFtlSystem(std::string name, ftl::SchedulerFeatures features) {
+    System system{std::move(name), {}};
+    auto &list = system.Implementations;
+    list.push_back(Make<EmptyBatches>("W1", "AddTasks + TaskCounter + WaitForCounter per batch", features));
+    list.push_back(Make<ProducerConsumer>("W2", "AddTasks + TaskCounter, producers wait in tasks", features));
+    list.push_back(
+        Make<FibonacciTree>("W3", "AddTasks(2) + TaskCounter + WaitForCounter per node", features));
+    list.push_back(Make<PingPong>("W4", "FullAtomicCounter, WaitForCounter(counter, value)", features));
+    list.push_back(Make<ContendedFibtex>("W5", "Fibtex, std::lock_guard", features));
+    list.push_back(Make<ContendedFibtex>("W5b", "Fibtex, std::lock_guard", features));
+    list.push_back(Make<TriangleNumber>("W6", "one AddTasks + TaskCounter", features));
+    list.push_back(Implementation{"W7", "TaskSchedulerInitOptions defaults (Behavior = Sleep)",
+                                  [features](Sizes const &sizes) -> std::unique_ptr<Fixture> {
+                                      ftl::TaskSchedulerInitOptions options;
+                                      options.ThreadPoolSize = sizes.Threads;
+                                      options.Features = features;
+                                      return std::make_unique<Idle>(sizes, options);
+                                  }});
+    list.push_back(Implementation{
+        "W7s", "EmptyQueueBehavior::Sleep", [features](Sizes const &sizes) -> std::unique_ptr<Fixture> {
+            ftl::TaskSchedulerInitOptions options = Scheduler::Options(sizes, features);
+            options.Behavior = ftl::EmptyQueueBehavior::Sleep;
+            return std::make_unique<Idle>(sizes, options);
+        }});
+    list.push_back(
+        Make<WakeLatency>("W8", "AddTask from a non-worker thread, every worker parked", features));
+    return system;
+}
+
+} // namespace bench

@@ -1,0 +1,681 @@
+// The harness's measuring (in a child process per implementation), its
+// statistics, and the tables it prints and writes as JSON. See harness.h.
+#include "harness.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <sstream>
+#include <thread>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace bench {
+
+Implementation const *System::Find(std::string const &workloadId) const {
+    for (Implementation const &implementation : Implementations) {
+        if (implementation.WorkloadId == workloadId) {
+            return &implementation;
+        }
+    }
+    return nullptr;
+}
+
+double MedianOf(std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    std::size_t const n = values.size();
+    if (n == 0) {
+        return 0;
+    }
+    return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+double PercentileOf(std::vector<double> values, double p) {
+    if (values.empty()) {
+        return 0;
+    }
+    std::sort(values.begin(), values.end());
+    auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(values.size())));
+    rank = std::clamp<std::size_t>(rank, 1, values.size());
+    return values[rank - 1];
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The child reports on a pipe, one line each:
+//   figure <repetitions> <median> <min> <max>   one per figure, then
+//   ok                                           or, instead of all that,
+//   fail <message>
+//   down                                         once the fixture (the pool) is destroyed
+std::string OneLine(std::string text) {
+    std::replace(text.begin(), text.end(), '\n', ' ');
+    return text;
+}
+
+bool WriteAll(int fd, std::string const &text) {
+    std::size_t done = 0;
+    while (done < text.size()) {
+        ssize_t const n = ::write(fd, text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return false;
+        }
+        done += static_cast<std::size_t>(n);
+    }
+    return true;
+}
+
+// The cross-core probe: two threads pinned to the first two CPUs this process
+// may use bounce one cache line kProbeRoundTrips times; returns ns per round
+// trip, or 0 with fewer than two CPUs. On a VM this moves a lot (the host
+// places the virtual CPUs), and so does every workload that hands work from
+// core to core; the probe before and after each measurement says which
+// placement it ran under.
+constexpr unsigned kProbeRoundTrips = 20000;
+
+double CrossCoreProbe() {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < 2) {
+        return 0;
+    }
+    std::size_t cpus[2] = {0, 0};
+    int found = 0;
+    for (std::size_t cpu = 0; cpu < static_cast<std::size_t>(CPU_SETSIZE) && found < 2; ++cpu) {
+        if (CPU_ISSET(cpu, &allowed)) {
+            cpus[found++] = cpu;
+        }
+    }
+    alignas(64) std::atomic<std::uint64_t> line{0};
+    std::atomic<int> ready{0};
+    double nsPerRoundTrip = 0;
+    auto const pin = [](std::size_t cpu) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    };
+    auto const startTogether = [&ready] {
+        ready.fetch_add(1);
+        while (ready.load() < 2) {
+        }
+    };
+    std::thread pong([&] {
+        pin(cpus[1]);
+        startTogether();
+        for (std::uint64_t i = 0; i < kProbeRoundTrips; ++i) {
+            while (line.load(std::memory_order_acquire) != 2 * i + 1) {
+            }
+            line.store(2 * i + 2, std::memory_order_release);
+        }
+    });
+    std::thread ping([&] {
+        pin(cpus[0]);
+        startTogether();
+        auto const start = Clock::now();
+        for (std::uint64_t i = 0; i < kProbeRoundTrips; ++i) {
+            line.store(2 * i + 1, std::memory_order_release);
+            while (line.load(std::memory_order_acquire) != 2 * i + 2) {
+            }
+        }
+        nsPerRoundTrip =
+            std::chrono::duration<double, std::nano>(Clock::now() - start).count() / kProbeRoundTrips;
+    });
+    ping.join();
+    pong.join();
+    return nsPerRoundTrip;
+}
+
+std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const &workload,
+                        std::unique_ptr<Fixture> &fixture, Implementation const &implementation) {
+    double const probeBefore = CrossCoreProbe();
+    fixture = implementation.Make(sizes);
+    unsigned const repetitions = kSanitizedBuild ? 0 : std::max(config.Repetitions, kMinRepetitions);
+    // A sanitizer build runs the warm-up even where the workload skips it,
+    // so that every fixture runs (and is checked) once.
+    unsigned const first = workload.WarmUp || repetitions == 0 ? 0 : 1;
+    std::size_t const figureCount = workload.Figures.size();
+    std::vector<std::vector<double>> values(figureCount);
+    for (unsigned run = first; run <= repetitions; ++run) { // run 0 is the warm-up
+        auto const start = Clock::now();
+        fixture->Run();
+        auto const stop = Clock::now();
+        Verdict const verdict = fixture->Check();
+        if (!verdict.Ok) {
+            return "fail " + (run == 0 ? std::string("warm-up run: ") : "run " + std::to_string(run) + ": ") +
+                   OneLine(verdict.Error) + "\n";
+        }
+        if (run == 0) {
+            continue;
+        }
+        if (workload.SelfMeasured()) {
+            std::vector<double> const figures = fixture->MeasuredFigures();
+            if (figures.size() != figureCount) {
+                return "fail the fixture reported " + std::to_string(figures.size()) + " figures, expected " +
+                       std::to_string(figureCount) + "\n";
+            }
+            for (std::size_t i = 0; i < figureCount; ++i) {
+                values[i].push_back(figures[i]);
+            }
+        } else {
+            values[0].push_back(std::chrono::duration<double, std::nano>(stop - start).count() /
+                                workload.UnitsPerRun);
+        }
+    }
+    std::string report;
+    char line[160];
+    // After the pool is gone, so that its threads do not share the cores with
+    // the probe (a spinning pool would).
+    fixture.reset();
+    std::snprintf(line, sizeof line, "probe %.17g %.17g\n", probeBefore, CrossCoreProbe());
+    report += line;
+    for (std::vector<double> const &figure : values) {
+        double const median = MedianOf(figure);
+        double const min = figure.empty() ? 0 : *std::min_element(figure.begin(), figure.end());
+        double const max = figure.empty() ? 0 : *std::max_element(figure.begin(), figure.end());
+        std::snprintf(line, sizeof line, "figure %u %.17g %.17g %.17g\n", repetitions, median, min, max);
+        report += line;
+    }
+    return report + "ok\n";
+}
+
+[[noreturn]] void ChildMain(int fd, Config const &config, Sizes const &sizes, Workload const &workload,
+                            Implementation const &implementation) {
+    std::string report;
+    std::unique_ptr<Fixture> fixture;
+    try {
+        report = MeasureHere(config, sizes, workload, fixture, implementation);
+    } catch (std::exception const &error) {
+        report = "fail " + OneLine(error.what()) + "\n";
+    }
+    WriteAll(fd, report);
+    // Shutting the pool down is part of what must work: a hang here is
+    // reported (as a timeout during shutdown) even though the figures arrived.
+    try {
+        fixture.reset();
+    } catch (std::exception const &error) {
+        WriteAll(fd, "shutdown failed: " + OneLine(error.what()) + "\n");
+        ::_exit(1);
+    }
+    WriteAll(fd, "down\n");
+    // _exit: the parent's stdio buffers and static objects are not ours to
+    // flush or destroy.
+    ::_exit(0);
+}
+
+// The resident memory of a process, from /proc/<pid>/statm (0 if unknown).
+unsigned long ResidentBytes(pid_t pid) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%d/statm", static_cast<int>(pid));
+    std::FILE *file = std::fopen(path, "r");
+    if (file == nullptr) {
+        return 0;
+    }
+    unsigned long size = 0;
+    unsigned long resident = 0;
+    int const fields = std::fscanf(file, "%lu %lu", &size, &resident);
+    std::fclose(file);
+    return fields == 2 ? resident * static_cast<unsigned long>(sysconf(_SC_PAGE_SIZE)) : 0;
+}
+
+std::string DescribeStatus(int status) {
+    if (WIFSIGNALED(status)) {
+        int const signal = WTERMSIG(status);
+        return "crashed: killed by signal " + std::to_string(signal) + " (" + strsignal(signal) + ")";
+    }
+    if (WIFEXITED(status)) {
+        return "exited with status " + std::to_string(WEXITSTATUS(status));
+    }
+    return "ended with wait status " + std::to_string(status);
+}
+
+} // namespace
+
+Measurement MeasureIsolated(Config const &config, Sizes const &sizes, Workload const &workload,
+                            Implementation const &implementation) {
+    Measurement result;
+    // The report, and the child's stderr (kept to say why a child failed).
+    int report[2];
+    int errors[2];
+    if (::pipe2(report, O_CLOEXEC) != 0) {
+        result.Error = std::string("pipe2: ") + std::strerror(errno);
+        return result;
+    }
+    if (::pipe2(errors, O_CLOEXEC) != 0) {
+        result.Error = std::string("pipe2: ") + std::strerror(errno);
+        ::close(report[0]);
+        ::close(report[1]);
+        return result;
+    }
+    // Whatever is buffered would otherwise be written twice, once by the child.
+    std::fflush(nullptr);
+    pid_t const pid = ::fork();
+    if (pid < 0) {
+        result.Error = std::string("fork: ") + std::strerror(errno);
+        for (int fd : {report[0], report[1], errors[0], errors[1]}) {
+            ::close(fd);
+        }
+        return result;
+    }
+    if (pid == 0) {
+        ::close(report[0]);
+        ::close(errors[0]);
+        ::dup2(errors[1], STDERR_FILENO);
+        ChildMain(report[1], config, sizes, workload, implementation);
+    }
+    ::close(report[1]);
+    ::close(errors[1]);
+
+    std::string text;
+    bool timedOut = false;
+    bool memoryExceeded = false;
+    auto const deadline = Clock::now() + std::chrono::seconds(config.TimeoutSeconds);
+    pollfd pollers[2] = {{report[0], POLLIN, 0}, {errors[0], POLLIN, 0}};
+    std::string *const sinks[2] = {&text, &result.ChildStderr};
+    int open = 2;
+    while (open > 0) {
+        auto const left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        if (left <= 0) {
+            timedOut = true;
+            ::kill(pid, SIGKILL);
+            break;
+        }
+        int const ready = ::poll(pollers, 2, static_cast<int>(std::min<long long>(left, 100)));
+        // A runaway system (one that keeps millions of fiber stacks) is
+        // stopped here rather than left to the kernel's OOM killer, which may
+        // pick any process on the machine.
+        if (config.MemoryLimitBytes != 0 && ResidentBytes(pid) > config.MemoryLimitBytes) {
+            memoryExceeded = true;
+            ::kill(pid, SIGKILL);
+            break;
+        }
+        if (ready <= 0) {
+            continue; // timeout slice or EINTR: the deadline is checked above
+        }
+        for (int i = 0; i < 2; ++i) {
+            if (pollers[i].fd < 0 || pollers[i].revents == 0) {
+                continue;
+            }
+            char buffer[4096];
+            ssize_t const n = ::read(pollers[i].fd, buffer, sizeof buffer);
+            if (n < 0 && errno == EINTR) {
+                continue;
+            }
+            if (n <= 0) { // end of file: the child has exited (or closed the pipe)
+                ::close(pollers[i].fd);
+                pollers[i].fd = -1;
+                --open;
+                continue;
+            }
+            if (sinks[i]->size() < 65536) {
+                sinks[i]->append(buffer, static_cast<std::size_t>(n));
+            }
+        }
+    }
+    for (pollfd const &poller : pollers) {
+        if (poller.fd >= 0) {
+            ::close(poller.fd);
+        }
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+
+    bool ok = false;
+    bool down = false;
+    std::istringstream lines(text);
+    std::string line;
+    while (std::getline(lines, line)) {
+        if (line.rfind("figure ", 0) == 0) {
+            Stats stats;
+            std::istringstream fields(line.substr(7));
+            fields >> stats.Repetitions >> stats.Median >> stats.Min >> stats.Max;
+            result.Figures.push_back(stats);
+        } else if (line.rfind("probe ", 0) == 0) {
+            std::istringstream fields(line.substr(6));
+            fields >> result.ProbeBefore >> result.ProbeAfter;
+        } else if (line == "ok") {
+            ok = true;
+        } else if (line.rfind("fail ", 0) == 0) {
+            result.Error = line.substr(5);
+        } else if (line == "down") {
+            down = true;
+        } else if (!line.empty()) {
+            result.Error += (result.Error.empty() ? "" : "; ") + line;
+        }
+    }
+    char limit[96];
+    std::snprintf(limit, sizeof limit, "stopped: its memory (resident) passed the limit of %.1f GB",
+                  static_cast<double>(config.MemoryLimitBytes) / double(1ul << 30));
+    std::string const how = timedOut ? "timed out after " + std::to_string(config.TimeoutSeconds) + " s"
+                            : memoryExceeded ? std::string(limit)
+                                             : DescribeStatus(status);
+    // The child's last words (an FTL_FATAL message, say) explain a crash.
+    std::string lastWords;
+    {
+        std::istringstream errorLines(result.ChildStderr);
+        std::string errorLine;
+        while (std::getline(errorLines, errorLine)) {
+            if (errorLine.find_first_not_of(" \t") != std::string::npos) {
+                bool const continues = !lastWords.empty() && (errorLine[0] == ' ' || errorLine[0] == '\t');
+                lastWords = continues ? lastWords + " " + errorLine.substr(errorLine.find_first_not_of(" \t"))
+                                      : errorLine;
+            }
+        }
+    }
+    if (!ok) {
+        if (result.Error.empty()) {
+            result.Error = how + (lastWords.empty() ? "" : ": " + lastWords);
+        }
+        result.Figures.clear();
+        return result;
+    }
+    if (result.Figures.size() != workload.Figures.size()) {
+        result.Error = "the child reported " + std::to_string(result.Figures.size()) + " figures";
+        return result;
+    }
+    if (!down || (!timedOut && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))) {
+        result.Error = "measured, but the pool did not shut down cleanly: " + how;
+        return result;
+    }
+    result.Ok = true;
+    return result;
+}
+
+std::string JsonString(std::string const &text) {
+    std::string quoted = "\"";
+    for (char const c : text) {
+        if (c == '"' || c == '\\') {
+            quoted += '\\';
+            quoted += c;
+        } else if (static_cast<unsigned char>(c) < 0x20) {
+            char escaped[8];
+            std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
+            quoted += escaped;
+        } else {
+            quoted += c;
+        }
+    }
+    return quoted + "\"";
+}
+
+std::string FormatValue(double value) {
+    if (value == 0) {
+        return "0";
+    }
+    int const magnitude = static_cast<int>(std::floor(std::log10(std::fabs(value))));
+    int const decimals = std::clamp(2 - magnitude, 0, 6);
+    char text[64];
+    std::snprintf(text, sizeof text, "%.*f", decimals, value);
+    return text;
+}
+
+namespace {
+
+std::string FormatRatio(double ratio) {
+    char text[32];
+    std::snprintf(text, sizeof text, ratio >= 100 ? "%.0fx" : "%.2fx", ratio);
+    return text;
+}
+
+std::string FormatJsonNumber(double value) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.9g", value);
+    return text;
+}
+
+} // namespace
+
+Table::Table(std::vector<std::string> columns, std::vector<bool> built)
+    : m_columns(std::move(columns)), m_built(std::move(built)) {
+    m_built.resize(m_columns.size(), true);
+}
+
+void Table::AddRow(Figure const &figure, std::string const &workloadId, std::string const &description) {
+    Row row{figure, workloadId, description, std::vector<Cell>(m_columns.size())};
+    for (std::size_t i = 0; i < m_columns.size(); ++i) {
+        row.Cells[i].Status = m_built[i] ? Cell::State::NotImplemented : Cell::State::NotBuilt;
+    }
+    m_rows.push_back(std::move(row));
+}
+
+bool Table::Built(std::string const &column) const {
+    for (std::size_t i = 0; i < m_columns.size(); ++i) {
+        if (m_columns[i] == column) {
+            return m_built[i];
+        }
+    }
+    return false;
+}
+
+Cell &Table::At(std::string const &figureId, std::string const &column) {
+    Cell const *cell = static_cast<Table const *>(this)->Find(figureId, column);
+    if (cell == nullptr) {
+        std::fprintf(stderr, "ftl_bench: no cell (%s, %s)\n", figureId.c_str(), column.c_str());
+        std::abort();
+    }
+    return const_cast<Cell &>(*cell);
+}
+
+Cell const *Table::Find(std::string const &figureId, std::string const &column) const {
+    for (Row const &row : m_rows) {
+        if (row.Fig.Id != figureId) {
+            continue;
+        }
+        for (std::size_t i = 0; i < m_columns.size(); ++i) {
+            if (m_columns[i] == column) {
+                return &row.Cells[i];
+            }
+        }
+    }
+    return nullptr;
+}
+
+bool Table::AllOk() const {
+    for (Row const &row : m_rows) {
+        for (Cell const &cell : row.Cells) {
+            if (cell.Status == Cell::State::Failed) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+double Table::FastestProbe() const {
+    double fastest = 0;
+    for (Row const &row : m_rows) {
+        for (Cell const &cell : row.Cells) {
+            for (double const probe : {cell.ProbeBefore, cell.ProbeAfter}) {
+                if (cell.Status == Cell::State::Measured && probe > 0 && (fastest == 0 || probe < fastest)) {
+                    fastest = probe;
+                }
+            }
+        }
+    }
+    return fastest;
+}
+
+void Table::Print(std::FILE *out, double fastProbe) const {
+    bool anySlow = false;
+    // Cell texts first, to size the columns.
+    std::vector<std::vector<std::string>> texts;
+    std::vector<std::size_t> widths;
+    for (std::string const &column : m_columns) {
+        widths.push_back(column.size());
+    }
+    std::size_t labelWidth = std::string("figure").size();
+    std::size_t unitWidth = std::string("unit").size();
+    for (Row const &row : m_rows) {
+        labelWidth = std::max(labelWidth, row.Fig.Id.size());
+        unitWidth = std::max(unitWidth, row.Fig.Unit.size());
+        Cell const &reference = row.Cells[0];
+        bool const comparable = row.Fig.Ratio && reference.Status == Cell::State::Measured &&
+                                reference.Figure.Median > 0 && !kSanitizedBuild;
+        std::vector<std::string> cells;
+        for (std::size_t i = 0; i < row.Cells.size(); ++i) {
+            Cell const &cell = row.Cells[i];
+            std::string text;
+            switch (cell.Status) {
+            case Cell::State::Measured:
+                if (kSanitizedBuild) {
+                    text = "checked";
+                    break;
+                }
+                text = FormatValue(cell.Figure.Median);
+                if (i > 0 && comparable) {
+                    text += " (" + FormatRatio(cell.Figure.Median / reference.Figure.Median) + ")";
+                }
+                if (fastProbe > 0 &&
+                    std::max(cell.ProbeBefore, cell.ProbeAfter) > kSlowPlacement * fastProbe) {
+                    text += "*";
+                    anySlow = true;
+                }
+                break;
+            case Cell::State::Failed:
+                text = "FAILED";
+                break;
+            case Cell::State::NotBuilt:
+                text = "n/a";
+                break;
+            case Cell::State::NotImplemented:
+                text = "-";
+                break;
+            }
+            widths[i] = std::max(widths[i], text.size());
+            cells.push_back(text);
+        }
+        texts.push_back(std::move(cells));
+    }
+    std::fprintf(out, "%-*s  %-*s", static_cast<int>(labelWidth), "figure", static_cast<int>(unitWidth),
+                 "unit");
+    for (std::size_t i = 0; i < m_columns.size(); ++i) {
+        std::fprintf(out, "  %*s", static_cast<int>(widths[i]), m_columns[i].c_str());
+    }
+    std::fprintf(out, "\n");
+    for (std::size_t r = 0; r < m_rows.size(); ++r) {
+        std::fprintf(out, "%-*s  %-*s", static_cast<int>(labelWidth), m_rows[r].Fig.Id.c_str(),
+                     static_cast<int>(unitWidth), m_rows[r].Fig.Unit.c_str());
+        for (std::size_t i = 0; i < m_columns.size(); ++i) {
+            std::fprintf(out, "  %*s", static_cast<int>(widths[i]), texts[r][i].c_str());
+        }
+        std::fprintf(out, "\n");
+    }
+    if (anySlow) {
+        std::fprintf(
+            out,
+            "* measured while a cache-line round trip between the two first cores took more than %.1fx\n"
+            "  the run's fastest (%s ns): the host had placed the virtual CPUs further apart, and\n"
+            "  hand-offs between cores cost more; compare such a figure only with others so marked.\n",
+            kSlowPlacement, FormatValue(fastProbe).c_str());
+    }
+    for (Row const &row : m_rows) {
+        for (std::size_t i = 0; i < row.Cells.size(); ++i) {
+            if (row.Cells[i].Status == Cell::State::Failed) {
+                std::fprintf(out, "FAILED %s %s: %s\n", row.Fig.Id.c_str(), m_columns[i].c_str(),
+                             row.Cells[i].Error.c_str());
+            }
+        }
+    }
+}
+
+void Table::PrintDetails(std::FILE *out) const {
+    std::size_t labelWidth = 0;
+    std::size_t columnWidth = 0;
+    for (Row const &row : m_rows) {
+        labelWidth = std::max(labelWidth, row.Fig.Id.size());
+    }
+    for (std::string const &column : m_columns) {
+        columnWidth = std::max(columnWidth, column.size());
+    }
+    for (Row const &row : m_rows) {
+        for (std::size_t i = 0; i < row.Cells.size(); ++i) {
+            Cell const &cell = row.Cells[i];
+            if (cell.Status != Cell::State::Measured) {
+                continue;
+            }
+            std::string const range =
+                kSanitizedBuild ? "checked, not timed"
+                                : FormatValue(cell.Figure.Median) + " [" + FormatValue(cell.Figure.Min) +
+                                      " .. " + FormatValue(cell.Figure.Max) + "] " + row.Fig.Unit;
+            std::string const probe = cell.ProbeBefore > 0 ? FormatValue(cell.ProbeBefore) + "/" +
+                                                                 FormatValue(cell.ProbeAfter) + " ns"
+                                                           : "-";
+            std::fprintf(out, "  %-*s  %-*s  %-32s  %-14s  %s\n", static_cast<int>(labelWidth),
+                         row.Fig.Id.c_str(), static_cast<int>(columnWidth), m_columns[i].c_str(),
+                         range.c_str(), probe.c_str(), cell.Primitive.c_str());
+        }
+    }
+}
+
+std::string Table::Json(std::string const &indent) const {
+    std::string json = "[";
+    bool first = true;
+    for (Row const &row : m_rows) {
+        Cell const &reference = row.Cells[0];
+        for (std::size_t i = 0; i < row.Cells.size(); ++i) {
+            Cell const &cell = row.Cells[i];
+            char const *status = "not implemented";
+            switch (cell.Status) {
+            case Cell::State::Measured:
+                status = "ok";
+                break;
+            case Cell::State::Failed:
+                status = "failed";
+                break;
+            case Cell::State::NotBuilt:
+                status = "not built";
+                break;
+            case Cell::State::NotImplemented:
+                break;
+            }
+            json += first ? "\n" : ",\n";
+            first = false;
+            json += indent + "  {\"figure\": " + JsonString(row.Fig.Id) +
+                    ", \"workload\": " + JsonString(row.WorkloadId) +
+                    ", \"system\": " + JsonString(m_columns[i]) + ", \"unit\": " + JsonString(row.Fig.Unit) +
+                    ", \"status\": " + JsonString(status);
+            if (!cell.Primitive.empty()) {
+                json += ", \"primitive\": " + JsonString(cell.Primitive);
+            }
+            if (cell.Status == Cell::State::Failed) {
+                json += ", \"error\": " + JsonString(cell.Error);
+            }
+            if (cell.Status == Cell::State::Measured && !kSanitizedBuild) {
+                json += ", \"repetitions\": " + std::to_string(cell.Figure.Repetitions) +
+                        ", \"median\": " + FormatJsonNumber(cell.Figure.Median) +
+                        ", \"min\": " + FormatJsonNumber(cell.Figure.Min) +
+                        ", \"max\": " + FormatJsonNumber(cell.Figure.Max);
+                if (cell.ProbeBefore > 0) {
+                    json += ", \"cross_core_ns\": [" + FormatJsonNumber(cell.ProbeBefore) + ", " +
+                            FormatJsonNumber(cell.ProbeAfter) + "]";
+                }
+                if (i > 0 && row.Fig.Ratio && reference.Status == Cell::State::Measured &&
+                    reference.Figure.Median > 0) {
+                    json += ", \"ratio\": " + FormatJsonNumber(cell.Figure.Median / reference.Figure.Median);
+                }
+            }
+            json += "}";
+        }
+    }
+    return json + "\n" + indent + "]";
+}
+
+} // namespace bench

@@ -1,0 +1,20 @@
+# run-bench's steps (cmake -P): the full suite, then the chart, which is drawn
+# from the JSON even when a measurement failed (the JSON and the tables say
+# which); the step fails afterwards if ftl_bench did.
+#
+#   -DFTL_BENCH=<ftl_bench> -DJSON=<file> -DCHART=<file> -DTABLES=<file> [-DPYTHON=<python3 with matplotlib>]
+execute_process(COMMAND ${FTL_BENCH} --features --json ${JSON} RESULT_VARIABLE bench_status)
+if(PYTHON)
+    if(EXISTS ${JSON})
+        execute_process(COMMAND ${PYTHON} ${CMAKE_CURRENT_LIST_DIR}/plot.py ${JSON} ${CHART} --asciidoc ${TABLES}
+                        RESULT_VARIABLE plot_status)
+        if(NOT plot_status EQUAL 0)
+            message(FATAL_ERROR "run-bench: plot.py failed (${plot_status})")
+        endif()
+    endif()
+else()
+    message(WARNING "run-bench: no python3 with matplotlib, no chart (bash third_party/deps.sh bench)")
+endif()
+if(NOT bench_status EQUAL 0)
+    message(FATAL_ERROR "run-bench: ftl_bench failed (${bench_status}); see FAILED in its output")
+endif()

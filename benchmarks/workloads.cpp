@@ -1,0 +1,146 @@
+// The workload list and the helpers every system's implementation shares.
+#include "workloads.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+namespace bench {
+
+__attribute__((noinline)) std::uint64_t SumRange(std::uint64_t first, std::uint64_t last) {
+    std::uint64_t sum = 0;
+    for (std::uint64_t i = first; i <= last; ++i) {
+        sum += i;
+    }
+    return sum;
+}
+
+Verdict ExpectCount(char const *what, std::uint64_t got, std::uint64_t expected) {
+    if (got == expected) {
+        return Verdict::Pass();
+    }
+    return Verdict::Fail(std::string(what) + ": " + std::to_string(got) + ", expected " +
+                         std::to_string(expected));
+}
+
+Verdict FirstFailure(std::vector<Verdict> const &verdicts) {
+    for (Verdict const &verdict : verdicts) {
+        if (!verdict.Ok) {
+            return verdict;
+        }
+    }
+    return Verdict::Pass();
+}
+
+double ProcessCpuSeconds() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    auto const seconds = [](timeval const &time) {
+        return static_cast<double>(time.tv_sec) + static_cast<double>(time.tv_usec) * 1e-6;
+    };
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+double MeasureIdleCpu(Sizes const &sizes) {
+    double const before = ProcessCpuSeconds();
+    std::this_thread::sleep_for(std::chrono::duration<double>(sizes.IdleSeconds));
+    double const after = ProcessCpuSeconds();
+    return (after - before) * (kIdleReportSeconds / sizes.IdleSeconds);
+}
+
+std::vector<double> WakeFigures(std::vector<std::int64_t> const &latenciesNs) {
+    std::vector<double> microseconds;
+    microseconds.reserve(latenciesNs.size());
+    for (std::int64_t const ns : latenciesNs) {
+        microseconds.push_back(static_cast<double>(ns) / 1000.0);
+    }
+    return {MedianOf(microseconds), PercentileOf(microseconds, 99)};
+}
+
+Verdict CheckWakeSamples(std::vector<std::int64_t> const &latenciesNs, std::size_t expected) {
+    if (latenciesNs.size() != expected) {
+        return ExpectCount("wake samples", latenciesNs.size(), expected);
+    }
+    for (std::size_t i = 0; i < latenciesNs.size(); ++i) {
+        if (latenciesNs[i] <= 0) {
+            return Verdict::Fail("wake sample " + std::to_string(i) + " was not taken (or is not positive: " +
+                                 std::to_string(latenciesNs[i]) + " ns)");
+        }
+    }
+    return Verdict::Pass();
+}
+
+std::vector<Workload> MakeWorkloads(Sizes const &sizes) {
+    std::string const fib = "fib(" + std::to_string(sizes.FibN) + ")";
+    char idle[64];
+    if (sizes.IdleSeconds == kIdleReportSeconds) {
+        std::snprintf(idle, sizeof idle, "%g s", kIdleReportSeconds);
+    } else {
+        std::snprintf(idle, sizeof idle, "%g s (scaled to %g s)", sizes.IdleSeconds, kIdleReportSeconds);
+    }
+    std::vector<Workload> workloads;
+    workloads.push_back(
+        {"W1",
+         "1,000,000 empty tasks: 1000 batches of 1000, one counter per batch, each waited for",
+         {{"W1", "ns/task"}},
+         double(kBatches) * kBatchSize});
+    workloads.push_back({"W2",
+                         "100 producer tasks, each adding 1000 empty consumers with its own counter and "
+                         "waiting; the main thread waits on the producers",
+                         {{"W2", "ns/consumer"}},
+                         double(kProducers) * kConsumersPerProducer});
+    workloads.push_back(
+        {"W3",
+         fib + ", a task per node; each node n >= 2 adds its two children and waits for them (" +
+             std::to_string(FibonacciNodes(sizes.FibN)) + " tasks)",
+         {{"W3", "ns/task"}},
+         double(FibonacciNodes(sizes.FibN))});
+    workloads.push_back({"W4",
+                         "two tasks ping-pong " + std::to_string(sizes.PingPongRounds) +
+                             " times, each waiting for the value the other one writes",
+                         {{"W4", "ns/round trip"}},
+                         double(sizes.PingPongRounds)});
+    workloads.push_back({"W5",
+                         "10,000 tasks x 100 increments of one int under each system's own mutex",
+                         {{"W5", "ns/lock"}},
+                         double(kLockTasks) * kLocksPerTask});
+    workloads.push_back({"W5b",
+                         "W5 with std::mutex for the peers (ftl: Fibtex again)",
+                         {{"W5b", "ns/lock"}},
+                         double(kLockTasks) * kLocksPerTask});
+    workloads.push_back({"W6",
+                         "triangle number of 47,593,243 in " + std::to_string(kTriangleTasks) +
+                             " tasks of 10,000 additions, checked",
+                         {{"W6", "ms"}},
+                         1e6});
+    Workload w7{"W7",
+                std::string("idle ") + idle +
+                    " after the pool started, default settings: process CPU seconds",
+                {{"W7", "cpu-s/2s", false}},
+                0};
+    w7.WarmUp = false;
+    workloads.push_back(w7);
+    Workload w7s{"W7s",
+                 "W7 with the system's low-power idle setting (ftl Sleep; Boost.Fiber suspend=true)",
+                 {{"W7s", "cpu-s/2s", false}},
+                 0};
+    w7s.WarmUp = false;
+    workloads.push_back(w7s);
+    workloads.push_back({"W8",
+                         "wake latency: after 2 ms idle, another thread adds a task; add call to the task's "
+                         "first instruction, " +
+                             std::to_string(sizes.WakeSamples) + " samples",
+                         {{"W8", "us median"}, {"W8 p99", "us p99"}},
+                         0});
+    workloads.push_back({"R1",
+                         "raw: one Boost.Context fcontext round trip (jump_fcontext there and back)",
+                         {{"R1", "ns"}},
+                         double(kContextRoundTrips)});
+    workloads.push_back(
+        {"R2", "raw: one cache-line round trip between two threads pinned to two cores", {{"R2", "ns"}}, 0});
+    return workloads;
+}
+
+} // namespace bench

@@ -1,0 +1,146 @@
+// The workloads' fixed parameters and the pieces every system's
+// implementation shares: the expected results, W6's summing kernel, the
+// per-thread task tally, and the clocks of the self-measured workloads.
+//
+//   W1  1,000,000 empty tasks: 1,000 batches of 1,000, one counter (task
+//       group, latch) per batch, each batch waited for      -> ns per task
+//   W2  100 producer tasks, each adding 1,000 empty consumer tasks with its
+//       own counter and waiting for them; the main thread waits for the
+//       producers                                             -> ns per consumer
+//   W3  fib(30) (fib(25) with --short): every node n >= 2 is a task that adds
+//       its two children as tasks and waits for them         -> ns per task
+//   W4  two tasks ping-pong 100,000 times (10,000 with --short), each waiting
+//       for the value the other one writes                   -> ns per round trip
+//   W5  10,000 tasks x 100 increments of one int under a lock -> ns per lock
+//       (W5: each system's own mutex; W5b: std::mutex for the peers)
+//   W6  the triangle number of 47,593,243 in tasks of 10,000 additions,
+//       checked against n(n+1)/2                              -> ms
+//   W7  the pool idles 2 s after it started (the main thread sleeps): CPU
+//       seconds the process used (getrusage)                 -> cpu-s per 2 s
+//       (W7: default settings; W7s: the system's low-power idle setting)
+//   W8  wake latency: the pool has been idle for 2 ms, another thread adds a
+//       task; the time from the add call to the task's first instruction,
+//       200 samples (50 with --short)                        -> us, median and p99
+//   R1  one Boost.Context fcontext round trip (there and back) -> ns
+//   R2  one cache-line round trip between two threads pinned to two cores -> ns
+//
+// An "empty" task does one thing: it counts itself in its thread's slot of a
+// Tally, so that every run can check that no task was lost.
+#pragma once
+
+#include "harness.h"
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+// W1
+constexpr unsigned kBatches = 1000;
+constexpr unsigned kBatchSize = 1000;
+// W2
+constexpr unsigned kProducers = 100;
+constexpr unsigned kConsumersPerProducer = 1000;
+// W5
+constexpr unsigned kLockTasks = 10000;
+constexpr unsigned kLocksPerTask = 100;
+// W6
+constexpr std::uint64_t kTriangleN = 47593243;
+constexpr std::uint64_t kAdditionsPerTask = 10000;
+constexpr std::uint64_t kTriangleTasks = (kTriangleN + kAdditionsPerTask - 1) / kAdditionsPerTask;
+constexpr std::uint64_t kTriangleExpected = kTriangleN * (kTriangleN + 1) / 2;
+// W7: figures are CPU seconds per this much idle time.
+constexpr double kIdleReportSeconds = 2.0;
+// W8: how long the pool idles before each sample. Longer than any system's
+// spin-before-sleep, so every sample starts from parked threads.
+constexpr std::chrono::microseconds kWakeGap{2000};
+// R1, R2
+constexpr unsigned kContextRoundTrips = 1000000;
+constexpr unsigned kCacheLineRoundTrips = 100000;
+
+constexpr std::uint64_t Fibonacci(unsigned n) {
+    std::uint64_t a = 0;
+    std::uint64_t b = 1;
+    for (unsigned i = 0; i < n; ++i) {
+        std::uint64_t const next = a + b;
+        a = b;
+        b = next;
+    }
+    return a;
+}
+
+// The number of nodes (tasks) in the naive recursion tree of fib(n).
+constexpr std::uint64_t FibonacciNodes(unsigned n) {
+    return 2 * Fibonacci(n + 1) - 1;
+}
+
+// W6: the slice of 1..kTriangleN that task `index` adds up.
+struct Slice {
+    std::uint64_t First;
+    std::uint64_t Last; // inclusive
+};
+inline Slice TriangleSlice(std::uint64_t index) {
+    std::uint64_t const first = index * kAdditionsPerTask + 1;
+    std::uint64_t const last = first + kAdditionsPerTask - 1;
+    return Slice{first, last < kTriangleN ? last : kTriangleN};
+}
+// first + (first + 1) + ... + last. Defined out of line and never inlined, so
+// that every system (and the reference loop) runs the very same machine code.
+std::uint64_t SumRange(std::uint64_t first, std::uint64_t last);
+
+// Counts tasks per worker thread. Each thread writes only its own slot, on its
+// own cache line; the slots are read only after waiting for every task that
+// wrote them, which orders those writes before the read.
+class Tally {
+public:
+    explicit Tally(unsigned threads) : m_slots(threads) {}
+
+    void Count(unsigned threadIndex) { ++m_slots[threadIndex].Value; }
+
+    // The total since the last Take, and a fresh start.
+    std::uint64_t Take() {
+        std::uint64_t total = 0;
+        for (Slot &slot : m_slots) {
+            total += slot.Value;
+            slot.Value = 0;
+        }
+        return total;
+    }
+
+private:
+    struct alignas(64) Slot {
+        std::uint64_t Value = 0;
+    };
+    static_assert(sizeof(Slot) == 64, "each thread's tally must have a cache line to itself");
+    std::vector<Slot> m_slots;
+};
+
+Verdict ExpectCount(char const *what, std::uint64_t got, std::uint64_t expected);
+// The first failing verdict, or a pass.
+Verdict FirstFailure(std::vector<Verdict> const &verdicts);
+
+// CPU seconds (user + system) the whole process has used so far.
+double ProcessCpuSeconds();
+// Sleeps sizes.IdleSeconds on the calling thread and returns the CPU seconds
+// the process used meanwhile, scaled to kIdleReportSeconds.
+double MeasureIdleCpu(Sizes const &sizes);
+
+// Nanoseconds on the steady clock, as one integer a thread can publish
+// atomically.
+inline std::int64_t NowNs() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+// W8's figures from one run's samples (ns): {median, p99}, in microseconds.
+std::vector<double> WakeFigures(std::vector<std::int64_t> const &latenciesNs);
+// Checks that every sample was taken and is positive.
+Verdict CheckWakeSamples(std::vector<std::int64_t> const &latenciesNs, std::size_t expected);
+
+// Every workload, with the sizes of this run.
+std::vector<Workload> MakeWorkloads(Sizes const &sizes);
+
+} // namespace bench
