@@ -3,6 +3,7 @@
 #pragma once
 
 #include "ftl/base_counter.h"
+#include "ftl/task_counter.h"
 #include "wait_list.h"
 
 namespace ftl {
@@ -14,6 +15,9 @@ public:
     static unsigned Value(BaseCounter const &counter) {
         return BaseCounter::ValueOf(counter.m_state.load(std::memory_order_acquire));
     }
+    // Lowers a TaskCounter by n finished tasks at once, waking its waiters if
+    // that brings it to 0.
+    static void Finish(TaskCounter &counter, unsigned n);
     // The post-switch registration of a waiter (DESIGN.md invariants 1 and 2).
     static bool Register(void *counter, WaitNode *node);
 };

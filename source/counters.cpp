@@ -118,6 +118,14 @@ bool AtomicFlag::IsSet(std::memory_order) const {
 
 namespace detail {
 
+void CounterOps::Finish(TaskCounter &counter, unsigned n) {
+    std::uint64_t const old =
+        counter.m_state.fetch_sub(std::uint64_t(n) << BaseCounter::kValueShift, std::memory_order_acq_rel);
+    if (BaseCounter::ValueOf(old) == n && BaseCounter::HasWaiters(old)) {
+        counter.WakeWaiters(0);
+    }
+}
+
 bool CounterOps::Register(void *counterPtr, WaitNode *node) {
     auto *counter = static_cast<BaseCounter *>(counterPtr);
     WaitListGuard guard(counter->m_waiters);

@@ -24,6 +24,9 @@ constexpr std::size_t kAltStackSize = 64 * 1024;
 // Faults this far below the guard page still count as an overflow: a frame
 // larger than a page can jump over the guard page's start.
 constexpr std::size_t kBelowGuardSlack = 64 * 1024;
+// The same for a thread's own stack, whose guard (the kernel's stack guard
+// gap for the main thread, glibc's guard page otherwise) lies below its floor.
+constexpr std::size_t kThreadGuardSlack = 1024 * 1024 + kBelowGuardSlack;
 
 std::mutex g_installMutex;
 unsigned g_installCount = 0;
@@ -50,6 +53,15 @@ void WriteNumber(unsigned long long value) {
     Write(text);
 }
 
+[[noreturn]] void AbortNow() {
+    // Default SIGABRT action, even if the program replaced it.
+    struct sigaction abortAction;
+    std::memset(&abortAction, 0, sizeof(abortAction));
+    abortAction.sa_handler = SIG_DFL;
+    sigaction(SIGABRT, &abortAction, nullptr);
+    std::abort();
+}
+
 void OnFault(int signal, siginfo_t *info, void *context) {
     // si_code > 0: raised by the kernel for a fault (si_addr is meaningful);
     // <= 0: sent by kill/raise/sigqueue.
@@ -69,12 +81,19 @@ void OnFault(int signal, siginfo_t *info, void *context) {
             Write(": its stack is ");
             WriteNumber(fiber->StackSize);
             Write(" bytes (TaskSchedulerInitOptions::FiberStackSize)\n");
-            // Default SIGABRT action, even if the program replaced it.
-            struct sigaction abortAction;
-            std::memset(&abortAction, 0, sizeof(abortAction));
-            abortAction.sa_handler = SIG_DFL;
-            sigaction(SIGABRT, &abortAction, nullptr);
-            std::abort();
+            AbortNow();
+        }
+    }
+    if (isFault && fiber != nullptr && fiber->IsThreadFiber && fiber->InlineDepth != 0 &&
+        fiber->StackFloor != 0) {
+        // A worker thread's own stack, running a task inline while it waits.
+        auto const address = reinterpret_cast<std::uintptr_t>(info->si_addr);
+        std::uintptr_t const floor = fiber->StackFloor;
+        if (address < floor && address >= floor - (floor > kThreadGuardSlack ? kThreadGuardSlack : floor)) {
+            Write("ftl: fatal error: stack overflow on worker thread ");
+            WriteNumber(worker->m_index);
+            Write("'s own stack, in a task it ran while waiting\n");
+            AbortNow();
         }
     }
     // Not ours: hand it to the previous handler. A handler function is

@@ -79,6 +79,7 @@ bool CreatePoolFiber(Fiber &fiber, unsigned index, std::size_t stackSize, void (
     fiber.MappingSize = mappingSize;
     fiber.StackLow = static_cast<char *>(mapping) + page;
     fiber.StackSize = usable;
+    fiber.StackFloor = reinterpret_cast<std::uintptr_t>(fiber.StackLow);
     fiber.Index = index;
     fiber.IsThreadFiber = false;
     fiber.State.store(FiberState::Free, std::memory_order_relaxed);
@@ -118,6 +119,7 @@ void DestroyPoolFiber(Fiber &fiber) {
 void InitThreadFiber(Fiber &fiber, unsigned threadIndex) {
     fiber.Index = kThreadFiberIndexBase + threadIndex;
     fiber.IsThreadFiber = true;
+    fiber.StackFloor = ThreadStackFloor();
     fiber.State.store(FiberState::Running, std::memory_order_relaxed);
 #if FTL_TSAN
     fiber.TsanFiber = __tsan_get_current_fiber();

@@ -28,6 +28,8 @@ struct WaitNode;
 
 enum class FiberState : std::uint8_t { Free, Running, Waiting, Ready };
 
+struct InlineHand;
+
 struct Fiber {
     // Valid while the fiber is not running: where jump_fcontext resumes it.
     boost::context::detail::fcontext_t Context = nullptr;
@@ -40,9 +42,16 @@ struct Fiber {
     std::size_t StackSize = 0;
 
     unsigned Index = 0; // pool index, or kThreadFiberIndexBase + thread index
-    // Tasks run inline on this fiber by waits nested in each other (see
-    // Scheduler::RunChildrenInline); bounds the stack that inlining uses.
+    // The lowest address this fiber's frames may reach: StackLow for a pool
+    // fiber, the thread stack's low end for a thread fiber (0: unknown).
+    std::uintptr_t StackFloor = 0;
+    // Inline loops (Scheduler::RunChildrenInline) running on this fiber, one
+    // inside the other: above 0, the fiber runs a task even if it is a
+    // thread's own fiber.
     unsigned InlineDepth = 0;
+    // The innermost inline loop's hand of children taken but not yet run
+    // (see Scheduler::RunChildrenInline); a wait puts them back first.
+    InlineHand *Hand = nullptr;
     bool IsThreadFiber = false;
     std::atomic<FiberState> State{FiberState::Free};
 

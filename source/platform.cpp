@@ -79,5 +79,17 @@ std::size_t PageSize() {
     return size;
 }
 
+std::uintptr_t ThreadStackFloor() {
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0) {
+        return 0;
+    }
+    void *address = nullptr;
+    std::size_t size = 0;
+    int const result = pthread_attr_getstack(&attr, &address, &size);
+    pthread_attr_destroy(&attr);
+    return result == 0 ? reinterpret_cast<std::uintptr_t>(address) : 0;
+}
+
 } // namespace detail
 } // namespace ftl

@@ -38,5 +38,8 @@ bool PinCurrentThread(int cpu);
 
 std::size_t PageSize();
 
+// The lowest address of the calling thread's stack, or 0 if it cannot be had.
+std::uintptr_t ThreadStackFloor();
+
 } // namespace detail
 } // namespace ftl

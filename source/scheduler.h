@@ -66,6 +66,35 @@ public:
     // bottom of this worker's deques on the waiting fiber itself. Returns the
     // worker it ends on (an inline task may wait and move the fiber).
     Worker *RunChildrenInline(Worker *worker, TaskCounter *counter);
+    // Task completion. A finished task's counter decrement and finished count
+    // wait on the worker until it is about to do anything but run another
+    // task of the same counter: a task of another counter (BeforeTask), a
+    // wait, a ready fiber, going idle. Nothing can need the decrement sooner:
+    // a waiter on that counter needs the task in between finished too.
+    void BeforeTask(Worker *worker, TaskCounter *counter) {
+        if (counter != worker->m_doneCounter) {
+            PublishFinished(worker);
+        }
+    }
+    void FinishTask(Worker *worker, TaskCounter *counter) {
+        if (counter != worker->m_doneCounter) {
+            PublishFinished(worker);
+            worker->m_doneCounter = counter;
+        }
+        ++worker->m_doneCount;
+    }
+    void PublishFinished(Worker *worker);
+    // This worker's finished tasks of `counter` not yet published.
+    static unsigned UnpublishedOf(Worker const *worker, TaskCounter const *counter) {
+        return worker->m_doneCounter == counter ? worker->m_doneCount : 0;
+    }
+    // Whether a task may run inline on `fiber` now: only while at least
+    // kInlineStackShareNum/Den of FiberStackSize is free below the caller's frame, so
+    // a task run inline starts with at least that much stack, wherever it runs.
+    bool InlineStackFree(Fiber const *fiber) const {
+        auto const here = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+        return fiber->StackFloor != 0 && here > fiber->StackFloor && here - fiber->StackFloor >= m_inlineStackNeed;
+    }
     // Makes a waiting fiber runnable again. Any thread.
     void ReadyFiber(Fiber *fiber, Worker *pinnedTo);
     // The post-switch step for record (already copied out by FinishSwitch).
@@ -80,13 +109,18 @@ private:
 
     // worker.cpp
     bool FindWork(Worker *worker, TaskItem &item);
+    // The find-work order's turns, checked on every item (defined below, so
+    // that wait.cpp's inline loop inlines them too).
     bool GlobalQueueDue(Worker const *worker) const;
     bool TasksDue(Worker const *worker) const;
-    bool QueuedWorkDue(Worker *worker) const;
+    bool QueuedWorkDue(Worker *worker);
+    bool GlobalWorkDue(Worker *worker);
     void CountItem(Worker *worker);
     bool TakeReadyFiber(Worker *worker, Fiber *&fiber);
     bool TakeTask(Worker *worker, TaskItem &item);
-    bool TakeChild(Worker *worker, TaskCounter const *counter, TaskItem &item);
+    bool TakeChildren(Worker *worker, TaskCounter const *counter, InlineHand &hand);
+    bool HigherPriorityWaiting(Worker const *worker, unsigned queue) const;
+    void ReturnHands(Worker *worker, InlineHand *hand);
     bool ReadyFiberWaiting(Worker const *worker) const;
     bool StealWork(Worker *worker, TaskItem &item);
     bool TakeGlobal(Worker *worker, TaskItem &item);
@@ -127,9 +161,68 @@ private:
     // and when.
     std::atomic<std::uint64_t> m_drainProgress{0};
     std::atomic<std::uint64_t> m_drainProgressNs{0};
+    std::uintptr_t m_inlineStackNeed = 0; // see InlineStackFree
     SavedAffinity m_initThreadAffinity;
     bool m_started = false;
 };
+
+inline void Scheduler::CountItem(Worker *worker) {
+    if (worker->m_globalCountdown != 0) {
+        --worker->m_globalCountdown;
+    }
+    ++worker->m_itemsThisTick;
+    if (m_options.Features.Budget && --worker->m_budget == 0) {
+        EndTick(worker);
+    }
+}
+
+inline bool Scheduler::GlobalQueueDue(Worker const *worker) const {
+    return worker->m_globalCountdown == 0;
+}
+
+inline bool Scheduler::TasksDue(Worker const *worker) const {
+    SchedulerFeatures const &features = m_options.Features;
+    return !features.ReadyFibersFirst || (features.Budget && worker->m_itemsThisTick == 0);
+}
+
+// Whether the global queue's turn has come and it has work. A turn that finds
+// it empty is over: the next comes m_globalInterval items later.
+inline bool Scheduler::GlobalWorkDue(Worker *worker) {
+    if (!GlobalQueueDue(worker)) {
+        return false;
+    }
+    for (auto const &queue : m_global) {
+        if (!queue.LooksEmpty()) {
+            return true;
+        }
+    }
+    worker->m_globalCountdown = worker->m_globalInterval;
+    return false;
+}
+
+inline bool Scheduler::QueuedWorkDue(Worker *worker) {
+    if (TasksDue(worker)) {
+        for (auto const &deque : worker->m_tasks) {
+            if (!deque.LooksEmpty()) {
+                return true;
+            }
+        }
+    }
+    return GlobalWorkDue(worker);
+}
+
+inline bool Scheduler::ReadyFiberWaiting(Worker const *worker) const {
+    return worker->m_lifoSlot != nullptr || !worker->m_pinned.LooksEmpty() || !worker->m_ready.LooksEmpty();
+}
+
+inline bool Scheduler::HigherPriorityWaiting(Worker const *worker, unsigned queue) const {
+    for (unsigned higher = 0; higher < queue; ++higher) {
+        if (!worker->m_tasks[higher].LooksEmpty()) {
+            return true;
+        }
+    }
+    return false;
+}
 
 } // namespace detail
 } // namespace ftl

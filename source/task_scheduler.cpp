@@ -57,6 +57,7 @@ InitError Scheduler::Start() {
         return InitError::InvalidOptions;
     }
 
+    m_inlineStackNeed = options.FiberStackSize / kInlineStackShareDen * kInlineStackShareNum;
     m_workers.reset(new Worker[m_numWorkers]);
     for (unsigned i = 0; i < m_numWorkers; ++i) {
         Worker &worker = m_workers[i];
@@ -236,7 +237,8 @@ void Scheduler::CheckDrain(Worker *worker) {
 
 void Scheduler::Shutdown() {
     Worker *worker = CurrentWorkerOfThis();
-    if (worker != &m_workers[0] || worker->m_currentFiber != &worker->m_threadFiber) {
+    if (worker != &m_workers[0] || worker->m_currentFiber != &worker->m_threadFiber ||
+        worker->m_threadFiber.InlineDepth != 0) {
         FTL_FATAL("a TaskScheduler must be destroyed by the thread that called Init, outside any task");
     }
     // Run everything already added. The Init thread parks on m_drainFlag; the
@@ -354,10 +356,13 @@ void WaitForValue(detail::Scheduler *scheduler, BaseCounter *counter, unsigned t
         // Its waiters would be readied into the other scheduler's queues.
         FTL_FATAL("TaskScheduler::WaitForCounter on a counter created for another TaskScheduler");
     }
+    detail::Worker *worker = scheduler->CurrentWorkerOfThis();
+    if (worker != nullptr) {
+        scheduler->PublishFinished(worker); // the value may be waiting on them
+    }
     if (detail::CounterOps::Value(*counter) == target) {
         return;
     }
-    detail::Worker *worker = scheduler->CurrentWorkerOfThis();
     if (worker == nullptr) {
         FTL_FATAL("TaskScheduler::WaitForCounter called from a thread that is not a worker of this "
                   "TaskScheduler");

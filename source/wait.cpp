@@ -21,7 +21,9 @@ namespace detail {
 
 Worker *Scheduler::Wait(Worker *worker, bool pin, bool (*registerWaiter)(void *, WaitNode *), void *waitable,
                         unsigned target) {
+    PublishFinished(worker);         // the condition may depend on them
     Fiber *self = worker->m_currentFiber;
+    ReturnHands(worker, self->Hand); // ... or on a child an inline loop holds
     WaitNode node;
     node.Waiter = self;
     // A thread's own fiber runs on its own stack: it can only resume there.
@@ -47,20 +49,67 @@ Worker *Scheduler::Wait(Worker *worker, bool pin, bool (*registerWaiter)(void *,
     return SwitchFiber(record);
 }
 
-bool Scheduler::TakeChild(Worker *worker, TaskCounter const *counter, TaskItem &item) {
-    for (auto &deque : worker->m_tasks) {
-        if (deque.Pop(item)) {
-            if (item.Counter == counter) {
-                return true;
-            }
-            deque.Push(item); // not one of ours: back where it was
-        }
+// Children an inline loop took from its worker's deque in one batch and has
+// not run yet. It lives on the waiting fiber's stack; the fiber points at the
+// innermost one, and each points at the loop it is nested in.
+struct InlineHand {
+    TaskItem Items[kInlineBatch];
+    unsigned Next = 0;  // Items[Next] runs next
+    unsigned Count = 0; // Items[Next..Count) are held
+    unsigned Queue = 0; // the deque they came from
+    InlineHand *Outer = nullptr;
+};
+
+namespace {
+
+// Puts the held items back at the bottom of `deque`, in the order they were
+// taken from it (Items[Next], the newest, ends at the bottom).
+void PutBack(TaskDeque &deque, InlineHand &hand) {
+    for (unsigned i = hand.Count; i > hand.Next; --i) {
+        deque.Push(hand.Items[i - 1]);
     }
-    return false;
+    hand.Count = hand.Next;
 }
 
-bool Scheduler::ReadyFiberWaiting(Worker const *worker) const {
-    return worker->m_lifoSlot != nullptr || !worker->m_pinned.LooksEmpty() || !worker->m_ready.LooksEmpty();
+} // namespace
+
+void Scheduler::ReturnHands(Worker *worker, InlineHand *hand) {
+    // Outermost first, so the innermost loop's items end at the bottom.
+    if (hand == nullptr) {
+        return;
+    }
+    ReturnHands(worker, hand->Outer);
+    if (hand->Next != hand->Count) {
+        PutBack(worker->m_tasks[hand->Queue], *hand);
+        NotifyWork();
+    }
+}
+
+bool Scheduler::TakeChildren(Worker *worker, TaskCounter const *counter, InlineHand &hand) {
+    // Only what TakeTask would take next: a child never jumps ahead of a
+    // higher-priority task.
+    hand.Next = 0;
+    hand.Count = 0;
+    for (unsigned queue = 0; queue < kNumPriorities; ++queue) {
+        TaskDeque &deque = worker->m_tasks[queue];
+        std::size_t const n = deque.PopBatch(hand.Items, kInlineBatch);
+        if (n == 0) {
+            continue;
+        }
+        hand.Queue = queue;
+        hand.Count = static_cast<unsigned>(n);
+        unsigned ours = 0;
+        while (ours < hand.Count && hand.Items[ours].Counter == counter) {
+            ++ours;
+        }
+        if (ours != hand.Count) {
+            hand.Next = ours; // not ours from here on: back where they were
+            PutBack(deque, hand);
+            hand.Next = 0;
+        }
+        return hand.Count != 0;
+    }
+    return false;
 }
 
 Worker *Scheduler::RunChildrenInline(Worker *worker, TaskCounter *counter) {
@@ -70,25 +119,43 @@ Worker *Scheduler::RunChildrenInline(Worker *worker, TaskCounter *counter) {
     // wait had to do anyway. It saves the switch to a pool fiber and back
     // (the most common wait: a task waiting for the children it just added).
     // Only our own children, only from the bottom of our deques (the newest,
-    // cache-warm ones; thieves take the oldest), at most kMaxInlineDepth waits
-    // deep on one fiber, and never ahead of a ready fiber or of queued work
-    // whose turn has come (ready fibers first, the tick's task poll, the
-    // global queue's interval).
+    // cache-warm ones; thieves take the oldest), taken up to kInlineBatch at
+    // a time (one fence for the batch; never more than half the deque), never
+    // ahead of a higher-priority task, and never ahead of a ready fiber or of
+    // the global queue once its turn has come. (The tick's task poll is what
+    // taking a child does anyway.) Children held in the hand go back to the
+    // deque before the fiber waits on anything else, so a sibling that one of
+    // them waits for is never hidden (see Wait). Stack: see InlineStackFree.
     Fiber *self = worker->m_currentFiber;
-    if (!m_options.Features.InlineChildren || self->InlineDepth >= kMaxInlineDepth) {
+    if (!m_options.Features.InlineChildren || !InlineStackFree(self)) {
         return worker;
     }
     ++self->InlineDepth;
-    TaskItem item;
-    while (CounterOps::Value(*counter) != 0 && !ReadyFiberWaiting(worker) && !QueuedWorkDue(worker) &&
-           TakeChild(worker, counter, item)) {
+    InlineHand hand;
+    hand.Outer = self->Hand;
+    self->Hand = &hand;
+    while (CounterOps::Value(*counter) != UnpublishedOf(worker, counter) && !ReadyFiberWaiting(worker) &&
+           !GlobalWorkDue(worker)) {
+        if (hand.Next == hand.Count) {
+            if (!TakeChildren(worker, counter, hand)) {
+                break;
+            }
+        } else if (HigherPriorityWaiting(worker, hand.Queue)) {
+            break;
+        }
+        TaskItem const item = hand.Items[hand.Next++];
+        BeforeTask(worker, item.Counter);
         RunTaskFunction(item);
         worker = self->CurrentWorker;
-        item.Counter->Decrement();
-        worker->CountFinished();
+        FinishTask(worker, item.Counter);
         CountItem(worker);
     }
+    if (hand.Next != hand.Count) {
+        PutBack(worker->m_tasks[hand.Queue], hand);
+    }
+    self->Hand = hand.Outer;
     --self->InlineDepth;
+    PublishFinished(worker);
     return worker;
 }
 

@@ -67,6 +67,12 @@ public:
 
     // Owner only: the most recently pushed item.
     bool Pop(T &out) {
+        // Empty without the fence: only the owner moves m_bottom, and m_top
+        // only grows, so a top read at or past the bottom cannot be stale in
+        // the direction that matters.
+        if (m_top.load(std::memory_order_relaxed) >= m_bottom.load(std::memory_order_relaxed)) {
+            return false;
+        }
         std::int64_t const b = m_bottom.load(std::memory_order_relaxed) - 1;
         Array *array = m_array.load(std::memory_order_relaxed);
         m_bottom.store(b, std::memory_order_relaxed);
@@ -87,6 +93,63 @@ public:
             return won;
         }
         return true;
+    }
+
+    // Owner only: up to `max` of the most recently pushed items, newest first
+    // in `out`, with one fence for all of them; never more than half of what
+    // the deque holds (but at least one), so thieves still find the rest.
+    // Returns how many were taken.
+    //
+    // Why the range [nb, b) is the owner's when the top read after the fence
+    // is below nb: a thief takes index i only by reading m_top == i and then,
+    // after its fence, a bottom above i. A thief that reads m_top >= nb does
+    // so after our read of a smaller top, hence after our fence, and so reads
+    // bottom <= nb. Only the item at the top read, if it lies in the range,
+    // may also be taken by a thief that read the old bottom: we race for it
+    // with a CAS, as Pop does for the last item, and the range above it is
+    // ours again by the same argument.
+    std::size_t PopBatch(T *out, std::size_t max) {
+        std::int64_t const b = m_bottom.load(std::memory_order_relaxed);
+        std::int64_t t = m_top.load(std::memory_order_relaxed);
+        if (t >= b) {
+            return 0;
+        }
+        std::int64_t k = (b - t) / 2;
+        if (k < 1) {
+            k = 1;
+        }
+        if (k > static_cast<std::int64_t>(max)) {
+            k = static_cast<std::int64_t>(max);
+        }
+        std::int64_t const nb = b - k;
+        Array *array = m_array.load(std::memory_order_relaxed);
+        m_bottom.store(nb, std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        t = m_top.load(std::memory_order_relaxed);
+        std::size_t n = 0;
+        if (t < nb) {
+            for (std::int64_t i = b - 1; i >= nb; --i) {
+                out[n++] = array->At(i).Load();
+            }
+            return n;
+        }
+        // Thieves reached the range: [t, b) is left, and the item at t is
+        // contested. Afterwards the deque is empty.
+        if (t < b) {
+            for (std::int64_t i = b - 1; i > t; --i) {
+                out[n++] = array->At(i).Load();
+            }
+            std::int64_t const contested = t;
+            T const last = array->At(contested).Load();
+            if (m_top.compare_exchange_strong(t, contested + 1, std::memory_order_seq_cst,
+                                              std::memory_order_relaxed)) {
+                out[n++] = last;
+            }
+            m_bottom.store(contested + 1, std::memory_order_relaxed);
+        } else {
+            m_bottom.store(b, std::memory_order_relaxed);
+        }
+        return n;
     }
 
     // Any thread: the oldest item. Retries while it loses races and items remain.

@@ -1,7 +1,7 @@
 // The worker loop: what a pool fiber does between tasks.
 //
 // Find-work order (FindWork):
-//   1. every m_globalInterval items: the global queue first (so tasks from
+//   1. every m_globalInterval items (m_globalCountdown): the global queue first (so tasks from
 //      outside threads are not starved by local work);
 //   2. at the start of each tick: this worker's task deques first (so a pair
 //      of fibers waking each other cannot starve queued tasks);
@@ -66,7 +66,10 @@ __attribute__((noinline)) void const *CurrentFiberIdentity() {
     asm volatile("" ::: "memory");
     Worker *worker = t_worker;
     if (worker != nullptr) {
-        return worker->m_currentFiber;
+        // A task run inline shares its waiting parent's fiber; the hand of the
+        // inline loop running it (on that fiber's stack) tells them apart.
+        Fiber const *fiber = worker->m_currentFiber;
+        return fiber->Hand != nullptr ? static_cast<void const *>(fiber->Hand) : fiber;
     }
     return &t_threadIdentity;
 }
@@ -88,6 +91,9 @@ void Scheduler::FiberLoop(Fiber *self, Worker *worker) {
             FoundWork(worker);
             worker = RunItem(self, worker, item);
             CountItem(worker);
+        } else if (worker->m_doneCount != 0) {
+            // Publishing may ready a fiber (into the LIFO slot): look again.
+            PublishFinished(worker);
         } else {
             EndTick(worker);
             worker = Idle(self, worker);
@@ -100,18 +106,33 @@ Worker *Scheduler::RunItem(Fiber *self, Worker *worker, TaskItem const &item) {
         // A ready fiber: run it in our place; this fiber goes back to the pool
         // and continues from here when it is next handed out.
         auto *fiber = static_cast<Fiber *>(item.Arg);
+        PublishFinished(worker); // the fiber may run for long, or wait on them
         fiber->Transition(FiberState::Ready, FiberState::Running);
         SwitchRecord record{self, fiber, worker, AfterSwitch::ReturnToPool, nullptr, nullptr, nullptr};
         return SwitchFiber(record);
     }
+    BeforeTask(worker, item.Counter);
     RunTaskFunction(item);
     // The task may have waited and resumed on another worker.
     worker = self->CurrentWorker;
-    if (item.Counter != nullptr) {
-        item.Counter->Decrement();
-    }
-    worker->CountFinished();
+    FinishTask(worker, item.Counter);
     return worker;
+}
+
+void Scheduler::PublishFinished(Worker *worker) {
+    unsigned const n = worker->m_doneCount;
+    if (n == 0) {
+        return;
+    }
+    TaskCounter *counter = worker->m_doneCounter;
+    worker->m_doneCount = 0;
+    worker->m_doneCounter = nullptr;
+    // The decrement first: a finished count the drain check sees is a task
+    // whose counter already says so.
+    if (counter != nullptr) {
+        CounterOps::Finish(*counter, n);
+    }
+    worker->CountFinished(n);
 }
 
 void Scheduler::RunTaskFunction(TaskItem const &item) {
@@ -129,44 +150,12 @@ void Scheduler::RunTaskFunction(TaskItem const &item) {
     }
 }
 
-void Scheduler::CountItem(Worker *worker) {
-    ++worker->m_itemCount;
-    ++worker->m_itemsThisTick;
-    if (m_options.Features.Budget && --worker->m_budget == 0) {
-        EndTick(worker);
-    }
-}
-
-bool Scheduler::GlobalQueueDue(Worker const *worker) const {
-    return worker->m_itemCount % worker->m_globalInterval == 0;
-}
-
-bool Scheduler::TasksDue(Worker const *worker) const {
-    SchedulerFeatures const &features = m_options.Features;
-    return !features.ReadyFibersFirst || (features.Budget && worker->m_itemsThisTick == 0);
-}
-
-bool Scheduler::QueuedWorkDue(Worker *worker) const {
-    if (TasksDue(worker)) {
-        for (auto const &deque : worker->m_tasks) {
-            if (!deque.LooksEmpty()) {
-                return true;
-            }
-        }
-    }
-    if (GlobalQueueDue(worker)) {
-        for (auto const &queue : m_global) {
-            if (!queue.LooksEmpty()) {
-                return true;
-            }
-        }
-    }
-    return false;
-}
-
 bool Scheduler::FindWork(Worker *worker, TaskItem &item) {
     bool const globalFirst = GlobalQueueDue(worker);
     bool const tasksFirst = TasksDue(worker);
+    if (globalFirst) {
+        worker->m_globalCountdown = worker->m_globalInterval;
+    }
     if (globalFirst && TakeGlobal(worker, item)) {
         return true;
     }

@@ -32,9 +32,14 @@ constexpr std::uint64_t kGlobalQueueLatencyNs = 1000000;
 constexpr std::uint64_t kInitialAvgTaskNs = 50000;
 // With AdaptiveGlobalInterval off: a fixed interval in the same range.
 constexpr unsigned kFixedGlobalInterval = 31;
-// Waits nested on one fiber that may run their children inline: with 256 KiB
-// stacks that leaves ~16 KiB of stack per level for the task's own frames.
-constexpr unsigned kMaxInlineDepth = 16;
+// A wait runs its children inline only while at least 3/4 of FiberStackSize
+// is free on the waiting fiber: every task starts with that much stack or more
+// (a task on a fresh fiber has all of it, less the worker loop's frames).
+constexpr unsigned kInlineStackShareNum = 3;
+constexpr unsigned kInlineStackShareDen = 4;
+// Children an inline loop takes from its deque at once: one fence for up to
+// 8 tasks, and at most 8 tasks' worth of work hidden from thieves.
+constexpr unsigned kInlineBatch = 8;
 
 using TaskDeque = WorkDeque<TaskItem, TaskCell>;
 using FiberDeque = WorkDeque<Fiber *, PointerCell<Fiber *>>;
@@ -57,9 +62,15 @@ public:
     unsigned m_budget = kBudgetPerTick;
     unsigned m_itemsThisTick = 0;
     std::uint64_t m_tickStartNs = 0;
-    std::uint64_t m_itemCount = 0; // items run, for the global-queue interval
     std::uint64_t m_avgTaskNs = kInitialAvgTaskNs;
     unsigned m_globalInterval = kFixedGlobalInterval;
+    // Items left before the global queue's turn comes (0: it is due now).
+    unsigned m_globalCountdown = 0;
+    // Finished tasks not yet published: the tasks of one counter that finish
+    // one after another on this worker lower it with a single atomic
+    // operation (Scheduler::FinishTask / PublishFinished).
+    TaskCounter *m_doneCounter = nullptr;
+    unsigned m_doneCount = 0;
     bool m_searching = false;
     std::uint32_t m_rng = 1;
     int m_cpu = -1;
@@ -90,8 +101,8 @@ public:
     void CountAdded(std::uint64_t n) {
         m_tasksAdded.store(m_tasksAdded.load(std::memory_order_relaxed) + n, std::memory_order_release);
     }
-    void CountFinished() {
-        m_tasksFinished.store(m_tasksFinished.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    void CountFinished(std::uint64_t n) {
+        m_tasksFinished.store(m_tasksFinished.load(std::memory_order_relaxed) + n, std::memory_order_release);
     }
 };
 

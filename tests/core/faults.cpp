@@ -36,10 +36,12 @@ __attribute__((noinline)) unsigned Recurse(unsigned depth) {
     return Recurse(depth - 1) + static_cast<unsigned char>(frame[7]);
 }
 
-void RunOneTask(unsigned threads, ftl::TaskFunction function, void *arg, std::size_t stackSize = 256 * 1024) {
+void RunOneTask(unsigned threads, ftl::TaskFunction function, void *arg, std::size_t stackSize = 256 * 1024,
+                bool inlineChildren = true) {
     ftl::TaskScheduler ts;
     ftl::TaskSchedulerInitOptions options = Options(threads);
     options.FiberStackSize = stackSize;
+    options.Features.InlineChildren = inlineChildren;
     REQUIRE(ts.Init(options) == 0);
     ftl::TaskCounter counter(&ts);
     ts.AddTask({function, arg}, ftl::TaskPriority::Normal, &counter);
@@ -57,10 +59,22 @@ TEST_CASE("A fiber stack overflow is reported with the fiber and its stack size"
                 volatile unsigned sink = Recurse(10000000);
                 (void)sink;
             },
-            nullptr, 64 * 1024);
+            nullptr, 64 * 1024, false);
     });
     RequireFatal(result, "stack overflow in fiber");
     REQUIRE(result.StderrHas("65536 bytes"));
+}
+
+TEST_CASE("A stack overflow in a task run inline on the Init thread's own stack is reported", "[faults]") {
+    // The Init thread's wait runs the task itself (InlineChildren), on the
+    // thread's own stack.
+    ChildResult const result = RunInChild([] {
+        RunOneTask(1, [](ftl::TaskScheduler *, void *) {
+            volatile unsigned sink = Recurse(100000000);
+            (void)sink;
+        }, nullptr);
+    });
+    RequireFatal(result, "stack overflow on worker thread 0's own stack");
 }
 
 TEST_CASE("Faults that are not a fiber overflow go to the previous handler", "[faults]") {
