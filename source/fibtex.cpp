@@ -38,6 +38,19 @@ namespace {
 // Attempts lock() makes, a pause apart, before it parks: roughly the time a
 // short critical section on another core takes; parking costs two switches.
 constexpr unsigned kLockSpinAttempts = 64;
+// Spinning backs off exponentially, up to this many pauses between looks: a
+// waiter that looks at the lock's cache line all the time takes it away from
+// the holder's core, and every hand-off then crosses the cores.
+constexpr unsigned kMaxBackoffPauses = 64;
+
+void Backoff(unsigned &pauses) {
+    for (unsigned i = 0; i < pauses; ++i) {
+        detail::CpuRelax();
+    }
+    if (pauses < kMaxBackoffPauses) {
+        pauses *= 2;
+    }
+}
 
 } // namespace
 
@@ -72,6 +85,7 @@ void Fibtex::lock(bool pinToThread) {
 }
 
 void Fibtex::lock_spin(bool pinToThread, unsigned iterations) {
+    unsigned pauses = 1;
     for (unsigned i = 0;; ++i) {
         if (m_state.load(std::memory_order_relaxed) == kUnlocked && TryAcquire()) {
             SetOwner();
@@ -80,19 +94,20 @@ void Fibtex::lock_spin(bool pinToThread, unsigned iterations) {
         if (i >= iterations) {
             break;
         }
-        detail::CpuRelax();
+        Backoff(pauses);
     }
     LockSlow(pinToThread);
 }
 
 void Fibtex::lock_spin_infinite(bool pinToThread) {
     (void)pinToThread; // never parks, so never resumes anywhere
+    unsigned pauses = 1;
     for (;;) {
         if (m_state.load(std::memory_order_relaxed) == kUnlocked && TryAcquire()) {
             SetOwner();
             return;
         }
-        detail::CpuRelax();
+        Backoff(pauses);
     }
 }
 
