@@ -3,7 +3,10 @@
 namespace ftl {
 namespace detail {
 
-int IdleState::ClaimAny() {
+int IdleState::ClaimAny(int prefer) {
+    if (prefer >= 0 && ClaimSpecific(static_cast<unsigned>(prefer))) {
+        return prefer;
+    }
     unsigned const words = (m_numWorkers + 63) / 64;
     for (unsigned w = 0; w < words; ++w) {
         std::uint64_t bits = m_parked[w].load(std::memory_order_seq_cst);

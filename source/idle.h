@@ -70,8 +70,9 @@ public:
         return true;
     }
     // Claims any parked worker, which wakes as a searcher (see
-    // AddClaimedSearcher). Returns its index, or -1 when none is parked.
-    int ClaimAny();
+    // AddClaimedSearcher); `prefer` (if >= 0) first. Returns its index, or
+    // -1 when none is parked.
+    int ClaimAny(int prefer = -1);
     // Claims this worker if it is parked.
     bool ClaimSpecific(unsigned index);
 

@@ -132,6 +132,7 @@ private:
     bool AnyWorkVisible(Worker *worker) const;
     void NotifyWork();
     void WakeWorker(unsigned index);
+    int WorkerOnCallersCpu() const;
     void WakeAllParked();
     Worker *ExitWorkerThread(Fiber *self, Worker *worker);
     void FoundWork(Worker *worker);

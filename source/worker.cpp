@@ -264,9 +264,18 @@ void Scheduler::EndTick(Worker *worker) {
 void Scheduler::FoundWork(Worker *worker) {
     if (worker->m_searching) {
         worker->m_searching = false;
-        // The last searcher to find work wakes another worker to keep looking:
-        // wake-ups spread one at a time while there is work to find.
+        // The last searcher to find work wakes another worker to keep looking
+        // if more work is queued: wake-ups spread one at a time while there
+        // is work to find, and a lone task starts without paying for a futex
+        // wake first. The wake only adds parallelism (this worker comes back
+        // for anything left; park.pml checks the protocol). The fence pairs
+        // with NotifyWork's: work published after the look finds no searcher
+        // and wakes a worker itself.
         if (m_idle.StopSearching()) {
+            std::atomic_thread_fence(std::memory_order_seq_cst);
+            if (!AnyWorkVisible(worker)) {
+                return;
+            }
             int const index = m_idle.ClaimAny();
             if (index >= 0) {
                 WakeWorker(static_cast<unsigned>(index));
@@ -390,10 +399,28 @@ void Scheduler::NotifyWork() {
     if (m_idle.NumSearching() != 0) {
         return; // a searcher will find it, or re-check before it parks
     }
-    int const index = m_idle.ClaimAny();
+    int const index = m_idle.ClaimAny(WorkerOnCallersCpu());
     if (index >= 0) {
         WakeWorker(static_cast<unsigned>(index));
     }
+}
+
+int Scheduler::WorkerOnCallersCpu() const {
+    // A thread outside the scheduler wakes the worker pinned to its own CPU
+    // first: that CPU is awake, and the waker usually blocks soon after,
+    // while another CPU may be idle in a power-saving (or, on a VM, a
+    // descheduled) state that takes tens of microseconds to leave. (A worker
+    // calling this is running, so it is not parked anyway.)
+    if (!m_options.PinThreads || CurrentWorkerOfThis() != nullptr) {
+        return -1;
+    }
+    int const cpu = sched_getcpu();
+    for (unsigned i = 0; i < m_numWorkers; ++i) {
+        if (m_workers[i].m_cpu == cpu) {
+            return static_cast<int>(i);
+        }
+    }
+    return -1;
 }
 
 void Scheduler::WakeWorker(unsigned index) {

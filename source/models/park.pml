@@ -92,13 +92,14 @@ findWork:
     :: else -> goto idle
     fi;
 found:
-    /* FoundWork: the last searcher to find work wakes another worker */
+    /* FoundWork: the last searcher to find work wakes another worker, if it
+       sees more work (AnyWorkVisible: the stealable queues, its own inbox) */
     if
     :: isSearcher[me] ->
         isSearcher[me] = 0;
         stopSearching(wasLast);
         if
-        :: wasLast -> claimAnyAndWake(idx)
+        :: wasLast && (queue > 0 || inbox[me] > 0) -> claimAnyAndWake(idx)
         :: else -> skip
         fi;
         wasLast = 0
