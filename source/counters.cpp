@@ -23,7 +23,16 @@ BaseCounter::BaseCounter(TaskScheduler *taskScheduler, unsigned initialValue, un
 }
 
 BaseCounter::~BaseCounter() {
-    // Taking the lock waits out a waker still walking the list.
+    // A waker may still hold the list lock after the last waiter was taken
+    // off (its fiber then returned from its wait and destroys the counter):
+    // wait that out. Neither a registered waiter nor a held lock: no waker
+    // is left inside. (A waiter count of 0 read here comes from a waker's
+    // decrement made under the lock, so the lock read after it sees that
+    // waker's lock or its release.)
+    if (!HasWaiters(m_state.load(std::memory_order_acquire)) &&
+        m_waiters.Lock.load(std::memory_order_acquire) == 0) {
+        return;
+    }
     detail::WaitListGuard guard(m_waiters);
     std::uint64_t const state = m_state.load(std::memory_order_acquire);
     if (HasWaiters(state)) {
@@ -35,6 +44,9 @@ BaseCounter::~BaseCounter() {
 void BaseCounter::WakeWaiters(unsigned value) {
     detail::WaitNode *chain;
     unsigned count;
+    // Read before the lock is released: from then on a released waiter may
+    // destroy the counter.
+    TaskScheduler *const taskScheduler = m_taskScheduler;
     {
         detail::WaitListGuard guard(m_waiters);
         chain = detail::TakeMatching(m_waiters, value, count);
@@ -45,7 +57,7 @@ void BaseCounter::WakeWaiters(unsigned value) {
     if (chain == nullptr) {
         return;
     }
-    detail::Scheduler *scheduler = detail::Scheduler::Of(m_taskScheduler);
+    detail::Scheduler *scheduler = detail::Scheduler::Of(taskScheduler);
     while (chain != nullptr) {
         // Read the node before readying its fiber: the node lives on that
         // fiber's stack and is gone once the fiber runs.

@@ -72,7 +72,7 @@ public:
     // wait, a ready fiber, going idle. Nothing can need the decrement sooner:
     // a waiter on that counter needs the task in between finished too.
     void BeforeTask(Worker *worker, TaskCounter *counter) {
-        if (counter != worker->m_doneCounter) {
+        if (worker->m_doneCount != 0 && counter != worker->m_doneCounter) {
             PublishFinished(worker);
         }
     }
@@ -130,7 +130,9 @@ private:
     Worker *Idle(Fiber *self, Worker *worker);
     void Park(Worker *worker);
     bool AnyWorkVisible(Worker *worker) const;
-    void NotifyWork();
+    // Who publishes the work: a worker of this scheduler, or a thread outside.
+    enum class Waker { Worker, Outside };
+    void NotifyWork(Waker waker);
     void WakeWorker(unsigned index);
     int WorkerOnCallersCpu() const;
     void WakeAllParked();

@@ -298,11 +298,12 @@ void Scheduler::AddTasks(unsigned numTasks, Task const *tasks, TaskPriority prio
     if (Worker *worker = CurrentWorkerOfThis()) {
         worker->CountAdded(numTasks); // before the tasks can run (see Quiescent)
         worker->m_tasks[queue].PushBatch(numTasks, make);
+        NotifyWork(Waker::Worker);
     } else {
         m_externalAdded.fetch_add(numTasks, std::memory_order_seq_cst);
         m_global[queue].PushBatch(numTasks, make);
+        NotifyWork(Waker::Outside);
     }
-    NotifyWork();
 }
 
 } // namespace detail
@@ -351,12 +352,12 @@ detail::Scheduler *Checked(detail::Scheduler *impl, char const *what) {
     return impl;
 }
 
-void WaitForValue(detail::Scheduler *scheduler, BaseCounter *counter, unsigned target, bool pin) {
+void WaitForValue(detail::Scheduler *scheduler, detail::Worker *worker, BaseCounter *counter, unsigned target,
+                  bool pin) {
     if (detail::CounterOps::Owner(*counter) != scheduler->Owner()) {
         // Its waiters would be readied into the other scheduler's queues.
         FTL_FATAL("TaskScheduler::WaitForCounter on a counter created for another TaskScheduler");
     }
-    detail::Worker *worker = scheduler->CurrentWorkerOfThis();
     if (worker != nullptr) {
         scheduler->PublishFinished(worker); // the value may be waiting on them
     }
@@ -368,6 +369,10 @@ void WaitForValue(detail::Scheduler *scheduler, BaseCounter *counter, unsigned t
                   "TaskScheduler");
     }
     scheduler->Wait(worker, pin, &detail::CounterOps::Register, counter, target);
+}
+
+void WaitForValue(detail::Scheduler *scheduler, BaseCounter *counter, unsigned target, bool pin) {
+    WaitForValue(scheduler, scheduler->CurrentWorkerOfThis(), counter, target, pin);
 }
 
 } // namespace
@@ -383,16 +388,16 @@ void TaskScheduler::AddTasks(unsigned numTasks, Task const *tasks, TaskPriority 
 
 void TaskScheduler::WaitForCounter(TaskCounter *counter, bool pinToCurrentThread) {
     detail::Scheduler *scheduler = Checked(m_impl, "WaitForCounter");
+    detail::Worker *worker = scheduler->CurrentWorkerOfThis();
     if (detail::CounterOps::Value(*counter) != 0) {
-        detail::Worker *worker = scheduler->CurrentWorkerOfThis();
         // Not for a pinned wait of a pool fiber: an inline task's own wait
         // could move the fiber. (A thread's own fiber always stays put.)
         if (worker != nullptr && detail::CounterOps::Owner(*counter) == this &&
             (!pinToCurrentThread || worker->m_currentFiber->IsThreadFiber)) {
-            scheduler->RunChildrenInline(worker, counter);
+            worker = scheduler->RunChildrenInline(worker, counter);
         }
     }
-    WaitForValue(scheduler, counter, 0, pinToCurrentThread);
+    WaitForValue(scheduler, worker, counter, 0, pinToCurrentThread);
 }
 
 void TaskScheduler::WaitForCounter(AtomicFlag *counter, bool pinToCurrentThread) {

@@ -53,7 +53,10 @@ Worker *Scheduler::Wait(Worker *worker, bool pin, bool (*registerWaiter)(void *,
 // not run yet. It lives on the waiting fiber's stack; the fiber points at the
 // innermost one, and each points at the loop it is nested in.
 struct InlineHand {
-    TaskItem Items[kInlineBatch];
+    // Filled by PopBatch before they are read; left uninitialized (a
+    // TaskItem array would zero 192 bytes on every wait).
+    alignas(TaskItem) unsigned char Storage[kInlineBatch * sizeof(TaskItem)];
+    TaskItem *Items() { return reinterpret_cast<TaskItem *>(Storage); }
     unsigned Next = 0;  // Items[Next] runs next
     unsigned Count = 0; // Items[Next..Count) are held
     unsigned Queue = 0; // the deque they came from
@@ -66,7 +69,7 @@ namespace {
 // taken from it (Items[Next], the newest, ends at the bottom).
 void PutBack(TaskDeque &deque, InlineHand &hand) {
     for (unsigned i = hand.Count; i > hand.Next; --i) {
-        deque.Push(hand.Items[i - 1]);
+        deque.Push(hand.Items()[i - 1]);
     }
     hand.Count = hand.Next;
 }
@@ -81,7 +84,7 @@ void Scheduler::ReturnHands(Worker *worker, InlineHand *hand) {
     ReturnHands(worker, hand->Outer);
     if (hand->Next != hand->Count) {
         PutBack(worker->m_tasks[hand->Queue], *hand);
-        NotifyWork();
+        NotifyWork(Waker::Worker);
     }
 }
 
@@ -92,14 +95,14 @@ bool Scheduler::TakeChildren(Worker *worker, TaskCounter const *counter, InlineH
     hand.Count = 0;
     for (unsigned queue = 0; queue < kNumPriorities; ++queue) {
         TaskDeque &deque = worker->m_tasks[queue];
-        std::size_t const n = deque.PopBatch(hand.Items, kInlineBatch);
+        std::size_t const n = deque.PopBatch(hand.Items(), kInlineBatch);
         if (n == 0) {
             continue;
         }
         hand.Queue = queue;
         hand.Count = static_cast<unsigned>(n);
         unsigned ours = 0;
-        while (ours < hand.Count && hand.Items[ours].Counter == counter) {
+        while (ours < hand.Count && hand.Items()[ours].Counter == counter) {
             ++ours;
         }
         if (ours != hand.Count) {
@@ -143,7 +146,7 @@ Worker *Scheduler::RunChildrenInline(Worker *worker, TaskCounter *counter) {
         } else if (HigherPriorityWaiting(worker, hand.Queue)) {
             break;
         }
-        TaskItem const item = hand.Items[hand.Next++];
+        TaskItem const item = hand.Items()[hand.Next++];
         BeforeTask(worker, item.Counter);
         RunTaskFunction(item);
         worker = self->CurrentWorker;
@@ -207,11 +210,11 @@ void Scheduler::ReadyFiber(Fiber *fiber, Worker *pinnedTo) {
             fiber = displaced;
         }
         current->m_ready.Push(fiber);
-        NotifyWork();
+        NotifyWork(Waker::Worker);
         return;
     }
     m_global[0].PushBatch(1, [fiber](std::size_t) { return TaskItem{nullptr, fiber, nullptr}; });
-    NotifyWork();
+    NotifyWork(Waker::Outside);
 }
 
 } // namespace detail

@@ -74,8 +74,9 @@ __attribute__((noinline)) void const *CurrentFiberIdentity() {
     return &t_threadIdentity;
 }
 
-Worker *Scheduler::CurrentWorkerOfThis() const {
-    Worker *worker = CurrentWorker();
+__attribute__((noinline)) Worker *Scheduler::CurrentWorkerOfThis() const {
+    asm volatile("" ::: "memory"); // opaque, like CurrentWorker
+    Worker *worker = t_worker;
     return worker != nullptr && worker->m_scheduler == this ? worker : nullptr;
 }
 
@@ -188,7 +189,7 @@ bool Scheduler::TakeReadyFiber(Worker *worker, Fiber *&fiber) {
         // where thieves can see it too.
         worker->m_ready.Push(worker->m_lifoSlot);
         worker->m_lifoSlot = nullptr;
-        NotifyWork();
+        NotifyWork(Waker::Worker);
     }
     if ((fiber = worker->m_pinned.Pop()) != nullptr) {
         return true;
@@ -392,14 +393,14 @@ void Scheduler::Park(Worker *worker) {
     worker->m_searching = true;
 }
 
-void Scheduler::NotifyWork() {
+void Scheduler::NotifyWork(Waker waker) {
     // The work was published before this fence; a parker announces before its
     // re-check (see Park).
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (m_idle.NumSearching() != 0) {
         return; // a searcher will find it, or re-check before it parks
     }
-    int const index = m_idle.ClaimAny(WorkerOnCallersCpu());
+    int const index = m_idle.ClaimAny(waker == Waker::Outside ? WorkerOnCallersCpu() : -1);
     if (index >= 0) {
         WakeWorker(static_cast<unsigned>(index));
     }
@@ -411,7 +412,7 @@ int Scheduler::WorkerOnCallersCpu() const {
     // while another CPU may be idle in a power-saving (or, on a VM, a
     // descheduled) state that takes tens of microseconds to leave. (A worker
     // calling this is running, so it is not parked anyway.)
-    if (!m_options.PinThreads || CurrentWorkerOfThis() != nullptr) {
+    if (!m_options.PinThreads) {
         return -1;
     }
     int const cpu = sched_getcpu();
