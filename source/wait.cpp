@@ -123,7 +123,7 @@ Worker *Scheduler::RunChildrenInline(Worker *worker, TaskCounter *counter) {
     // (the most common wait: a task waiting for the children it just added).
     // Only our own children, only from the bottom of our deques (the newest,
     // cache-warm ones; thieves take the oldest), taken up to kInlineBatch at
-    // a time (one fence for the batch; never more than half the deque), never
+    // a time (one fence for the batch; about half the deque at most), never
     // ahead of a higher-priority task, and never ahead of a ready fiber or of
     // the global queue once its turn has come. (The tick's task poll is what
     // taking a child does anyway.) Children held in the hand go back to the

@@ -96,9 +96,12 @@ public:
     }
 
     // Owner only: up to `max` of the most recently pushed items, newest first
-    // in `out`, with one fence for all of them; never more than half of what
-    // the deque holds (but at least one), so thieves still find the rest.
-    // Returns how many were taken.
+    // in `out`, with one fence for all of them; at most half of what the
+    // deque held when the batch was sized (but at least one), so thieves
+    // still find the rest. (Thieves stealing meanwhile can leave the batch
+    // more than half of what is left, or all of it on the contested path.)
+    // Returns how many were taken. source/models/deque.pml checks it against
+    // concurrent thieves.
     //
     // Why the range [nb, b) is the owner's when the top read after the fence
     // is below nb: a thief takes index i only by reading m_top == i and then,
