@@ -9,6 +9,7 @@
 #include "ftl/task_scheduler.h"
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -389,6 +390,106 @@ private:
     std::atomic<unsigned> m_taken{0}; // probes that have run
 };
 
+// M1 ---------------------------------------------------------------------------
+
+// Every worker is busy with long tasks (kLongTaskNs of spinning each) from a
+// deque of its own: one spawner task per worker adds them and waits. A thread
+// outside adds a probe task every kProbeGap. The figure is how long a probe
+// waits in the global queue: what the global-queue interval
+// (SchedulerFeatures::AdaptiveGlobalInterval) decides while no worker's local
+// work runs out.
+class GlobalQueueLatency final : public Fixture {
+public:
+    GlobalQueueLatency(Sizes const &sizes, ftl::SchedulerFeatures features)
+        : m_scheduler(sizes, features), m_work(kLongTasks, ftl::Task{LongTask, this}),
+          m_spawners(m_scheduler.Threads(), ftl::Task{Spawner, this}) {}
+
+    void Run() override {
+        ftl::TaskScheduler *const ts = m_scheduler.Get();
+        m_probes.clear();
+        m_probes.reserve(kMaxProbes);
+        m_done.store(false, std::memory_order_relaxed);
+        ftl::TaskCounter work(ts);
+        ftl::TaskCounter probes(ts);
+        std::thread driver([this, ts, &probes] {
+            while (!m_done.load(std::memory_order_acquire) && m_probes.size() < kMaxProbes) {
+                std::this_thread::sleep_for(kProbeGap);
+                m_probes.push_back(Probe{this, NowNs(), -1});
+                // The vector never reallocates (reserved above), so the probe
+                // stays where the task finds it.
+                ts->AddTask(ftl::Task{ProbeTask, &m_probes.back()}, ftl::TaskPriority::Normal, &probes);
+            }
+        });
+        ts->AddTasks(static_cast<unsigned>(m_spawners.size()), m_spawners.data(), ftl::TaskPriority::Normal,
+                     &work);
+        ts->WaitForCounter(&work);
+        m_done.store(true, std::memory_order_release);
+        driver.join();
+        ts->WaitForCounter(&probes);
+    }
+
+    Verdict Check() override {
+        for (Probe const &probe : m_probes) {
+            if (probe.LatencyNs < 0) {
+                return Verdict::Fail("a probe task did not run");
+            }
+        }
+        if (m_probes.size() < kMinProbes) {
+            return Verdict::Fail("fewer probes than expected: the long tasks ran too fast");
+        }
+        return ExpectCount("long tasks run", m_longRuns.exchange(0), m_work.size() * m_spawners.size());
+    }
+
+    std::vector<double> MeasuredFigures() const override {
+        std::vector<std::int64_t> latencies;
+        for (Probe const &probe : m_probes) {
+            latencies.push_back(probe.LatencyNs);
+        }
+        return WakeFigures(latencies);
+    }
+
+private:
+    static constexpr std::int64_t kLongTaskNs = 200000;
+    static constexpr unsigned kLongTasks = 150; // per worker: 30 ms of work each
+    static constexpr std::chrono::milliseconds kProbeGap{2};
+    static constexpr std::size_t kMaxProbes = 64;
+    static constexpr std::size_t kMinProbes = 5;
+
+    struct Probe {
+        GlobalQueueLatency *Self;
+        std::int64_t AddedNs;
+        std::int64_t LatencyNs;
+    };
+
+    static void LongTask(ftl::TaskScheduler * /*taskScheduler*/, void *arg) {
+        auto *self = static_cast<GlobalQueueLatency *>(arg);
+        std::int64_t const start = NowNs();
+        while (NowNs() - start < kLongTaskNs) {
+        }
+        self->m_longRuns.fetch_add(1, std::memory_order_relaxed);
+    }
+
+    static void Spawner(ftl::TaskScheduler *taskScheduler, void *arg) {
+        auto *self = static_cast<GlobalQueueLatency *>(arg);
+        ftl::TaskCounter counter(taskScheduler);
+        taskScheduler->AddTasks(static_cast<unsigned>(self->m_work.size()), self->m_work.data(),
+                                ftl::TaskPriority::Normal, &counter);
+        taskScheduler->WaitForCounter(&counter);
+    }
+
+    static void ProbeTask(ftl::TaskScheduler * /*taskScheduler*/, void *arg) {
+        auto *probe = static_cast<Probe *>(arg);
+        probe->LatencyNs = NowNs() - probe->AddedNs;
+    }
+
+    Scheduler m_scheduler;
+    std::vector<ftl::Task> m_work;     // one spawner's long tasks
+    std::vector<ftl::Task> m_spawners; // one per worker
+    std::vector<Probe> m_probes; // written by the driver; read after the waits
+    std::atomic<bool> m_done{false};
+    std::atomic<std::uint64_t> m_longRuns{0};
+};
+
 template <class T>
 Implementation Make(char const *workloadId, char const *primitive, ftl::SchedulerFeatures features) {
     return Implementation{workloadId, primitive, [features](Sizes const &sizes) -> std::unique_ptr<Fixture> {
@@ -424,6 +525,8 @@ System MakeFtlSystem(std::string name, ftl::SchedulerFeatures features) {
         }});
     list.push_back(
         Make<WakeLatency>("W8", "AddTask from a non-worker thread, every worker parked", features));
+    list.push_back(Make<GlobalQueueLatency>("M1", "AddTask from a non-worker thread while workers are busy",
+                                            features));
     return system;
 }
 

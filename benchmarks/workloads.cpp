@@ -134,6 +134,11 @@ std::vector<Workload> MakeWorkloads(Sizes const &sizes) {
                              std::to_string(sizes.WakeSamples) + " samples",
                          {{"W8", "us median"}, {"W8 p99", "us p99"}},
                          0});
+    workloads.push_back({"M1",
+                         "mechanism probe: every worker busy with 200 us tasks while another thread adds a "
+                         "task every 2 ms; add call to the task's first instruction",
+                         {{"M1", "us median"}, {"M1 p99", "us p99"}},
+                         0});
     workloads.push_back({"R1",
                          "raw: one Boost.Context fcontext round trip (jump_fcontext there and back)",
                          {{"R1", "ns"}},
