@@ -160,6 +160,7 @@ private:
     std::atomic<bool> m_drainRequested{false};
     std::unique_ptr<AtomicFlag> m_drainFlag;
     std::atomic<std::uint64_t> m_externalAdded{0};
+    std::atomic<std::uint32_t> m_workersUp{0}; // worker threads started (Start waits for all)
     // Stall detection while draining: the finished count last seen changing,
     // and when.
     std::atomic<std::uint64_t> m_drainProgress{0};

@@ -144,6 +144,10 @@ TEST_CASE("Event callbacks are called as documented", "[callbacks]") {
 
         REQUIRE(recorder.ThreadsCreatedCalls.load() == 1u);
         REQUIRE(recorder.ThreadsCreatedCount.load() == threads);
+        // Init returns only once every worker thread has started.
+        for (unsigned i = 1; i < threads; ++i) {
+            REQUIRE(recorder.Started[i].load() == 1u);
+        }
         REQUIRE(recorder.FibersCreatedCalls.load() == 1u);
         REQUIRE(recorder.FibersCreatedCount.load() == kPoolSize);
 

@@ -254,7 +254,13 @@ TEST_CASE("Fiber pool grows when it runs dry under FiberPoolPolicy::Grow", "[sch
     options.Callbacks.OnFiberPoolGrown = OnPoolGrown;
     ftl::TaskScheduler ts;
     REQUIRE(ts.Init(options) == 0);
-    REQUIRE(ts.GetFiberCount() == 4u);
+    // Init returns once every worker thread runs its first fiber: with more
+    // threads than fibers the pool has grown already.
+    if (threads - 1 <= 4) {
+        REQUIRE(ts.GetFiberCount() == 4u);
+    } else {
+        REQUIRE(ts.GetFiberCount() >= threads - 1);
+    }
 
     constexpr unsigned kWaiters = 100;
     ftl::AtomicFlag flag(&ts, 1);
