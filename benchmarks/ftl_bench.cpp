@@ -201,7 +201,6 @@ struct FeatureFlag {
     bool ftl::SchedulerFeatures::*Flag;
 };
 constexpr FeatureFlag kFeatureFlags[] = {
-    {"LifoSlot", &ftl::SchedulerFeatures::LifoSlot},
     {"Budget", &ftl::SchedulerFeatures::Budget},
     {"AdaptiveGlobalInterval", &ftl::SchedulerFeatures::AdaptiveGlobalInterval},
     {"SearcherLimit", &ftl::SchedulerFeatures::SearcherLimit},

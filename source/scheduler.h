@@ -216,7 +216,7 @@ inline bool Scheduler::QueuedWorkDue(Worker *worker) {
 }
 
 inline bool Scheduler::ReadyFiberWaiting(Worker const *worker) const {
-    return worker->m_lifoSlot != nullptr || !worker->m_pinned.LooksEmpty() || !worker->m_ready.LooksEmpty();
+    return !worker->m_pinned.LooksEmpty() || !worker->m_ready.LooksEmpty();
 }
 
 inline bool Scheduler::HigherPriorityWaiting(Worker const *worker, unsigned queue) const {

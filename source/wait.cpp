@@ -10,7 +10,7 @@
 //      if the condition already holds, the fiber is readied at once.
 //   3. A waker unlinks the node under the list's lock, then ReadyFiber puts
 //      the fiber where it will run: its pinned worker's inbox, this worker's
-//      LIFO slot, or the global queue when the waker is not a worker.
+//      ready deque, or the global queue when the waker is not a worker.
 #include "counter_ops.h"
 #include "ftl/assert.h"
 #include "ftl/task_counter.h"
@@ -198,17 +198,6 @@ void Scheduler::ReadyFiber(Fiber *fiber, Worker *pinnedTo) {
         return;
     }
     if (current != nullptr) {
-        if (m_options.Features.LifoSlot) {
-            // This worker runs it next; no one needs waking for it. A fiber
-            // already in the slot moves to the ready deque, where others can
-            // take it.
-            Fiber *displaced = current->m_lifoSlot;
-            current->m_lifoSlot = fiber;
-            if (displaced == nullptr) {
-                return;
-            }
-            fiber = displaced;
-        }
         current->m_ready.Push(fiber);
         NotifyWork(Waker::Worker);
         return;

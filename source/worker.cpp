@@ -5,8 +5,7 @@
 //      outside threads are not starved by local work);
 //   2. at the start of each tick: this worker's task deques first (so a pair
 //      of fibers waking each other cannot starve queued tasks);
-//   3. ready fibers: the LIFO slot (at most kMaxLifoPolls a tick, then it is
-//      flushed behind the other ready fibers), the pinned inbox, the ready deque;
+//   3. ready fibers: the pinned inbox, then the ready deque (oldest first);
 //   4. own task deques, High before Normal (LIFO: depth first, cache warm);
 //   5. the global queue;
 //   6. steal from a random victim: its ready fibers, then its tasks.
@@ -93,7 +92,7 @@ void Scheduler::FiberLoop(Fiber *self, Worker *worker) {
             worker = RunItem(self, worker, item);
             CountItem(worker);
         } else if (worker->m_doneCount != 0) {
-            // Publishing may ready a fiber (into the LIFO slot): look again.
+            // Publishing may ready a fiber: look again.
             PublishFinished(worker);
         } else {
             EndTick(worker);
@@ -178,19 +177,6 @@ bool Scheduler::FindWork(Worker *worker, TaskItem &item) {
 }
 
 bool Scheduler::TakeReadyFiber(Worker *worker, Fiber *&fiber) {
-    if (worker->m_lifoSlot != nullptr) {
-        if (worker->m_lifoPolls < kMaxLifoPolls) {
-            ++worker->m_lifoPolls;
-            fiber = worker->m_lifoSlot;
-            worker->m_lifoSlot = nullptr;
-            return true;
-        }
-        // Cap reached: the slot's fiber goes behind the other ready fibers,
-        // where thieves can see it too.
-        worker->m_ready.Push(worker->m_lifoSlot);
-        worker->m_lifoSlot = nullptr;
-        NotifyWork(Waker::Worker);
-    }
     if ((fiber = worker->m_pinned.Pop()) != nullptr) {
         return true;
     }
@@ -259,7 +245,6 @@ void Scheduler::EndTick(Worker *worker) {
     }
     worker->m_budget = kBudgetPerTick;
     worker->m_itemsThisTick = 0;
-    worker->m_lifoPolls = 0;
 }
 
 void Scheduler::FoundWork(Worker *worker) {
@@ -286,7 +271,7 @@ void Scheduler::FoundWork(Worker *worker) {
 }
 
 bool Scheduler::AnyWorkVisible(Worker *worker) const {
-    if (worker->m_lifoSlot != nullptr || !worker->m_pinned.LooksEmpty()) {
+    if (!worker->m_pinned.LooksEmpty()) {
         return true;
     }
     for (auto const &queue : m_global) {
@@ -358,9 +343,9 @@ void Scheduler::Park(Worker *worker) {
         worker->m_searching = false;
         m_idle.StopSearching();
     }
-    // 2. Re-check every queue after the announcement (the LIFO slot is
-    //    empty here: FindWork ran it or flushed it). Pairs with the fence in
-    //    NotifyWork / ReadyFiber: either they see our bit or we see their work.
+    // 2. Re-check every queue after the announcement. Pairs with the fence
+    //    in NotifyWork / ReadyFiber: either they see our bit or we see their
+    //    work.
     std::atomic_thread_fence(std::memory_order_seq_cst);
     CheckDrain(worker);
     if (AnyWorkVisible(worker) || m_quit.load(std::memory_order_seq_cst) ||

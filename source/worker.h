@@ -21,9 +21,6 @@ class Scheduler;
 // Tuning constants. Each says where it comes from.
 // 128 items a tick before maintenance: Tokio's and Volt's BUDGET_PER_TICK.
 constexpr unsigned kBudgetPerTick = 128;
-// At most 3 LIFO-slot polls in a row (Volt's MAX_LIFO_POLLS_PER_TICK): enough
-// for a producer/consumer pair to stay in cache, too few to starve the queue.
-constexpr unsigned kMaxLifoPolls = 3;
 // Global-queue check interval bounds and the latency target it is derived
 // from (interval = target / average task time), from Volt.
 constexpr unsigned kMinGlobalInterval = 8;
@@ -54,9 +51,6 @@ public:
     // --- owner only ---
     Fiber m_threadFiber;
     Fiber *m_currentFiber = nullptr;
-    // The fiber this worker readied last, run next (capped by m_lifoPolls).
-    Fiber *m_lifoSlot = nullptr;
-    unsigned m_lifoPolls = 0;
     // Tick state: it belongs to the worker, not to the fiber running the loop,
     // since several fibers take turns running the loop on one worker.
     unsigned m_budget = kBudgetPerTick;

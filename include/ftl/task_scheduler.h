@@ -63,7 +63,6 @@ char const *InitErrorString(int error);
 // Scheduling mechanisms that can each be switched off, to measure what each
 // one earns. Everything on is the tuned default.
 struct SchedulerFeatures {
-    bool LifoSlot = true;               // run the fiber this worker just readied next (capped at 3 polls)
     bool Budget = true;                 // 128 items a tick, then the global queue and the stats
     bool AdaptiveGlobalInterval = true; // global-queue check interval from an EWMA of task time
     bool SearcherLimit = true;          // at most half the workers search for work at once

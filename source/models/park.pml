@@ -14,10 +14,6 @@
  *   WakeWorker                  worker.cpp  Scheduler::WakeWorker (bump m_wakeSeq, futex wake)
  *   pinned ready                wait.cpp    Scheduler::ReadyFiber (inbox push, fence, ClaimSpecific)
  *
- * The LIFO slot is private to its worker (only the owner fills it, in
- * ReadyFiber, and FindWork runs or flushes it before a worker goes idle), so
- * it needs no step here: a worker reaching Park has an empty slot.
- *
  * SPIN explores sequentially consistent interleavings: this is the protocol
  * under the seq_cst fences the code puts between "publish" and "check" on both
  * sides (NotifyWork, ReadyFiber, Park).

@@ -1,4 +1,4 @@
-// What the scheduling mechanisms must achieve: no starvation by a LIFO
+// What the scheduling mechanisms must achieve: no starvation by a fiber
 // ping-pong, priorities, ready fibers first, correct results with each
 // SchedulerFeatures switch off and under every EmptyQueueBehavior (also
 // changed at run time), destruction that runs every added task, Sleep-mode
@@ -139,9 +139,9 @@ char const *Name(ftl::EmptyQueueBehavior behavior) {
 
 } // namespace
 
-TEST_CASE("A LIFO ping-pong cannot starve a queued task", "[scheduling]") {
+TEST_CASE("A ping-pong of fibers cannot starve a queued task", "[scheduling]") {
     // One thread: the ping-pong pair always has a ready fiber, so only the
-    // LIFO slot's cap (or fairness elsewhere) lets the third task in.
+    // tick's turn for the task deques lets the third task in.
     ftl::TaskScheduler ts;
     REQUIRE(ts.Init(Options(1)) == 0);
 
@@ -351,20 +351,19 @@ TEST_CASE("A readied fiber runs before new tasks", "[scheduling]") {
 
 TEST_CASE("Each SchedulerFeatures switch off still gives correct results", "[scheduling]") {
     unsigned const threads = FTL_GENERATE_THREAD_COUNT();
-    int const feature = GENERATE(range(0, 8));
-    char const *const names[] = {"LifoSlot",       "Budget",         "AdaptiveGlobalInterval",
-                                 "SearcherLimit",  "SpinBeforePark", "ReadyFibersFirst",
-                                 "InlineChildren", "all of them"};
+    int const feature = GENERATE(range(0, 7));
+    char const *const names[] = {"Budget",         "AdaptiveGlobalInterval", "SearcherLimit",
+                                 "SpinBeforePark", "ReadyFibersFirst",       "InlineChildren",
+                                 "all of them"};
     CAPTURE(threads, names[feature]);
 
     ftl::TaskSchedulerInitOptions options = Options(threads);
     ftl::SchedulerFeatures &features = options.Features;
-    bool *const switches[] = {
-        &features.LifoSlot,      &features.Budget,         &features.AdaptiveGlobalInterval,
-        &features.SearcherLimit, &features.SpinBeforePark, &features.ReadyFibersFirst,
-        &features.InlineChildren};
-    for (int i = 0; i < 7; ++i) {
-        if (feature == i || feature == 7) {
+    bool *const switches[] = {&features.Budget,         &features.AdaptiveGlobalInterval,
+                              &features.SearcherLimit,  &features.SpinBeforePark,
+                              &features.ReadyFibersFirst, &features.InlineChildren};
+    for (int i = 0; i < 6; ++i) {
+        if (feature == i || feature == 6) {
             *switches[i] = false;
         }
     }

@@ -2084,19 +2084,17 @@ RoundReport RunRound(RoundOptions const &options, RoundMonitor &monitor) {
     // paths the work takes.
     std::string features;
     if (rng.Percent(30)) {
-        bool *const switches[] = {&init.Features.LifoSlot,
-                                  &init.Features.Budget,
+        bool *const switches[] = {&init.Features.Budget,
                                   &init.Features.AdaptiveGlobalInterval,
                                   &init.Features.SearcherLimit,
                                   &init.Features.SpinBeforePark,
                                   &init.Features.ReadyFibersFirst,
                                   &init.Features.InlineChildren};
-        char const *const names[] = {"LifoSlot",      "Budget",         "AdaptiveGlobalInterval",
-                                     "SearcherLimit", "SpinBeforePark", "ReadyFibersFirst",
-                                     "InlineChildren"};
+        char const *const names[] = {"Budget",         "AdaptiveGlobalInterval", "SearcherLimit",
+                                     "SpinBeforePark", "ReadyFibersFirst",       "InlineChildren"};
         unsigned const off = rng.Range(1, 2);
         for (unsigned i = 0; i < off; ++i) {
-            unsigned const which = rng.Below(7);
+            unsigned const which = rng.Below(6);
             if (*switches[which]) {
                 *switches[which] = false;
                 features += features.empty() ? " features off: " : ",";
