@@ -35,6 +35,7 @@
 // checked, but no figures are reported: they would measure the sanitizer.
 #pragma once
 
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -58,6 +59,10 @@ namespace bench {
 constexpr bool kSanitizedBuild = FTL_BENCH_SANITIZED != 0;
 constexpr unsigned kMinRepetitions = 5;
 constexpr unsigned kDefaultRepetitions = 7;
+// The warm-up runs the workload until this much time has passed (at most
+// kMaxWarmUpRuns times); see MeasureHere.
+constexpr std::chrono::milliseconds kMinWarmUp{200};
+constexpr unsigned kMaxWarmUpRuns = 200;
 
 // The outcome of checking one run.
 struct Verdict {
