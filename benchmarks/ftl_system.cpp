@@ -485,7 +485,7 @@ private:
     Scheduler m_scheduler;
     std::vector<ftl::Task> m_work;     // one spawner's long tasks
     std::vector<ftl::Task> m_spawners; // one per worker
-    std::vector<Probe> m_probes; // written by the driver; read after the waits
+    std::vector<Probe> m_probes;       // written by the driver; read after the waits
     std::atomic<bool> m_done{false};
     std::atomic<std::uint64_t> m_longRuns{0};
 };
@@ -525,8 +525,8 @@ System MakeFtlSystem(std::string name, ftl::SchedulerFeatures features) {
         }});
     list.push_back(
         Make<WakeLatency>("W8", "AddTask from a non-worker thread, every worker parked", features));
-    list.push_back(Make<GlobalQueueLatency>("M1", "AddTask from a non-worker thread while workers are busy",
-                                            features));
+    list.push_back(
+        Make<GlobalQueueLatency>("M1", "AddTask from a non-worker thread while workers are busy", features));
     return system;
 }
 

@@ -176,7 +176,8 @@ std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const
             if (std::string error = runOnce(0, took); !error.empty()) {
                 return error;
             }
-        } while (!kSanitizedBuild && ++warmUpRuns < kMaxWarmUpRuns && Clock::now() - warmUpStart < kMinWarmUp);
+        } while (!kSanitizedBuild && ++warmUpRuns < kMaxWarmUpRuns &&
+                 Clock::now() - warmUpStart < kMinWarmUp);
     }
     for (unsigned run = 1; run <= repetitions; ++run) {
         if (std::string error = runOnce(run, took); !error.empty()) {
@@ -192,7 +193,8 @@ std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const
                 values[i].push_back(figures[i]);
             }
         } else {
-            values[0].push_back(std::chrono::duration<double, std::nano>(took).count() / workload.UnitsPerRun);
+            values[0].push_back(std::chrono::duration<double, std::nano>(took).count() /
+                                workload.UnitsPerRun);
         }
     }
     std::string report;

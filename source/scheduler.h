@@ -93,7 +93,8 @@ public:
     // a task run inline starts with at least that much stack, wherever it runs.
     bool InlineStackFree(Fiber const *fiber) const {
         auto const here = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
-        return fiber->StackFloor != 0 && here > fiber->StackFloor && here - fiber->StackFloor >= m_inlineStackNeed;
+        return fiber->StackFloor != 0 && here > fiber->StackFloor &&
+               here - fiber->StackFloor >= m_inlineStackNeed;
     }
     // Makes a waiting fiber runnable again. Any thread.
     void ReadyFiber(Fiber *fiber, Worker *pinnedTo);

@@ -21,9 +21,11 @@ namespace detail {
 
 Worker *Scheduler::Wait(Worker *worker, bool pin, bool (*registerWaiter)(void *, WaitNode *), void *waitable,
                         unsigned target) {
-    PublishFinished(worker);         // the condition may depend on them
+    // The condition may depend on this worker's unpublished finishes, or on a
+    // child an inline loop on this fiber holds: publish them, hand those back.
+    PublishFinished(worker);
     Fiber *self = worker->m_currentFiber;
-    ReturnHands(worker, self->Hand); // ... or on a child an inline loop holds
+    ReturnHands(worker, self->Hand);
     WaitNode node;
     node.Waiter = self;
     // A thread's own fiber runs on its own stack: it can only resume there.

@@ -69,10 +69,13 @@ TEST_CASE("A stack overflow in a task run inline on the Init thread's own stack 
     // The Init thread's wait runs the task itself (InlineChildren), on the
     // thread's own stack.
     ChildResult const result = RunInChild([] {
-        RunOneTask(1, [](ftl::TaskScheduler *, void *) {
-            volatile unsigned sink = Recurse(100000000);
-            (void)sink;
-        }, nullptr);
+        RunOneTask(
+            1,
+            [](ftl::TaskScheduler *, void *) {
+                volatile unsigned sink = Recurse(100000000);
+                (void)sink;
+            },
+            nullptr);
     });
     RequireFatal(result, "stack overflow on worker thread 0's own stack");
 }

@@ -359,8 +359,8 @@ TEST_CASE("Each SchedulerFeatures switch off still gives correct results", "[sch
 
     ftl::TaskSchedulerInitOptions options = Options(threads);
     ftl::SchedulerFeatures &features = options.Features;
-    bool *const switches[] = {&features.Budget,         &features.AdaptiveGlobalInterval,
-                              &features.SearcherLimit,  &features.SpinBeforePark,
+    bool *const switches[] = {&features.Budget,           &features.AdaptiveGlobalInterval,
+                              &features.SearcherLimit,    &features.SpinBeforePark,
                               &features.ReadyFibersFirst, &features.InlineChildren};
     for (int i = 0; i < 6; ++i) {
         if (feature == i || feature == 6) {

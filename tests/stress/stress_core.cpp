@@ -2084,12 +2084,9 @@ RoundReport RunRound(RoundOptions const &options, RoundMonitor &monitor) {
     // paths the work takes.
     std::string features;
     if (rng.Percent(30)) {
-        bool *const switches[] = {&init.Features.Budget,
-                                  &init.Features.AdaptiveGlobalInterval,
-                                  &init.Features.SearcherLimit,
-                                  &init.Features.SpinBeforePark,
-                                  &init.Features.ReadyFibersFirst,
-                                  &init.Features.InlineChildren};
+        bool *const switches[] = {&init.Features.Budget,           &init.Features.AdaptiveGlobalInterval,
+                                  &init.Features.SearcherLimit,    &init.Features.SpinBeforePark,
+                                  &init.Features.ReadyFibersFirst, &init.Features.InlineChildren};
         char const *const names[] = {"Budget",         "AdaptiveGlobalInterval", "SearcherLimit",
                                      "SpinBeforePark", "ReadyFibersFirst",       "InlineChildren"};
         unsigned const off = rng.Range(1, 2);
