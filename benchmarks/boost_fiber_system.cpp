@@ -301,32 +301,22 @@ private:
 
 class TriangleNumber final : public Fixture {
 public:
-    explicit TriangleNumber(Sizes const &sizes) : m_pool(sizes.Threads, false), m_sums(kTriangleTasks) {}
+    explicit TriangleNumber(Sizes const &sizes) : m_pool(sizes.Threads, false) {}
 
     void Run() override {
         Latch latch(static_cast<unsigned>(kTriangleTasks));
         for (std::uint64_t i = 0; i < kTriangleTasks; ++i) {
-            Launch(latch, [this, i] {
-                Slice const slice = TriangleSlice(i);
-                m_sums[i] = SumRange(slice.First, slice.Last);
-            });
+            Launch(latch, [this, i] { m_sums.Compute(i); });
         }
         latch.Wait();
-        m_total = 0;
-        for (std::uint64_t const sum : m_sums) {
-            m_total += sum;
-        }
+        m_sums.Finish();
     }
 
-    Verdict Check() override {
-        std::fill(m_sums.begin(), m_sums.end(), 0);
-        return ExpectCount("total", std::exchange(m_total, 0), kTriangleExpected);
-    }
+    Verdict Check() override { return m_sums.Check(); }
 
 private:
     Pool m_pool;
-    std::vector<std::uint64_t> m_sums;
-    std::uint64_t m_total = 0;
+    TriangleSums m_sums;
 };
 
 // W7, W7s ----------------------------------------------------------------------

@@ -253,37 +253,29 @@ private:
 
 class TriangleNumber final : public Fixture {
 public:
-    explicit TriangleNumber(Sizes const &sizes) : m_team(sizes), m_sums(kTriangleTasks) {}
+    explicit TriangleNumber(Sizes const &sizes) : m_team(sizes) {}
 
     void Run() override {
-        std::uint64_t *const sums = m_sums.data();
+        TriangleSums *const sums = &m_sums;
 #pragma omp parallel num_threads(m_team.Threads())
 #pragma omp single
         {
             for (std::uint64_t i = 0; i < kTriangleTasks; ++i) {
 #pragma omp task firstprivate(i, sums)
-                {
-                    Slice const slice = TriangleSlice(i);
-                    sums[i] = SumRange(slice.First, slice.Last);
-                }
+                sums->Compute(i);
             }
 #pragma omp taskwait
         }
-        m_total = 0;
-        for (std::uint64_t const sum : m_sums) {
-            m_total += sum;
-        }
+        m_sums.Finish();
     }
 
     Verdict Check() override {
-        std::fill(m_sums.begin(), m_sums.end(), 0);
-        return ExpectCount("total", std::exchange(m_total, 0), kTriangleExpected);
+        return m_sums.Check();
     }
 
 private:
     Team m_team;
-    std::vector<std::uint64_t> m_sums;
-    std::uint64_t m_total = 0;
+    TriangleSums m_sums;
 };
 
 // W7 ---------------------------------------------------------------------------

@@ -299,34 +299,24 @@ private:
 
 class TriangleNumber final : public Fixture {
 public:
-    explicit TriangleNumber(Sizes const &sizes) : m_arena(sizes), m_sums(kTriangleTasks) {}
+    explicit TriangleNumber(Sizes const &sizes) : m_arena(sizes) {}
 
     void Run() override {
         m_arena.Execute([this] {
             tbb::task_group group;
             for (std::uint64_t i = 0; i < kTriangleTasks; ++i) {
-                group.run([this, i] {
-                    Slice const slice = TriangleSlice(i);
-                    m_sums[i] = SumRange(slice.First, slice.Last);
-                });
+                group.run([this, i] { m_sums.Compute(i); });
             }
             group.wait();
         });
-        m_total = 0;
-        for (std::uint64_t const sum : m_sums) {
-            m_total += sum;
-        }
+        m_sums.Finish();
     }
 
-    Verdict Check() override {
-        std::fill(m_sums.begin(), m_sums.end(), 0);
-        return ExpectCount("total", std::exchange(m_total, 0), kTriangleExpected);
-    }
+    Verdict Check() override { return m_sums.Check(); }
 
 private:
     Arena m_arena;
-    std::vector<std::uint64_t> m_sums;
-    std::uint64_t m_total = 0;
+    TriangleSums m_sums;
 };
 
 // W7 ---------------------------------------------------------------------------

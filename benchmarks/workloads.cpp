@@ -6,8 +6,21 @@
 #include <algorithm>
 #include <cstdio>
 #include <thread>
+#include <utility>
 
 namespace bench {
+
+void TriangleSums::Finish() {
+    m_total = 0;
+    for (std::uint64_t const sum : m_sums) {
+        m_total += sum;
+    }
+}
+
+Verdict TriangleSums::Check() {
+    std::fill(m_sums.begin(), m_sums.end(), 0);
+    return ExpectCount("total", std::exchange(m_total, 0), kTriangleExpected);
+}
 
 __attribute__((noinline)) std::uint64_t SumRange(std::uint64_t first, std::uint64_t last) {
     std::uint64_t sum = 0;

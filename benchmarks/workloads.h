@@ -90,6 +90,25 @@ inline Slice TriangleSlice(std::uint64_t index) {
 // that every system (and the reference loop) runs the very same machine code.
 std::uint64_t SumRange(std::uint64_t first, std::uint64_t last);
 
+// W6's results for the peers that run one task per slice: task `index`
+// stores its slice's sum (Compute), the run adds them up (Finish), and Check
+// compares the total with n(n+1)/2 and clears everything for the next run.
+class TriangleSums {
+public:
+    TriangleSums() : m_sums(kTriangleTasks) {}
+
+    void Compute(std::uint64_t index) {
+        Slice const slice = TriangleSlice(index);
+        m_sums[index] = SumRange(slice.First, slice.Last);
+    }
+    void Finish();
+    Verdict Check();
+
+private:
+    std::vector<std::uint64_t> m_sums;
+    std::uint64_t m_total = 0;
+};
+
 // Counts tasks per worker thread. Each thread writes only its own slot, on its
 // own cache line; the slots are read only after waiting for every task that
 // wrote them, which orders those writes before the read.
