@@ -3,6 +3,7 @@
 // SchedulerFeatures switch off and under every EmptyQueueBehavior (also
 // changed at run time), destruction that runs every added task, Sleep-mode
 // wake-ups that are never lost, and an idle scheduler that costs no CPU.
+#include "behavior_name.h"
 #include "ftl/atomic_counter.h"
 #include "ftl/fibtex.h"
 #include "ftl/task_counter.h"
@@ -123,18 +124,6 @@ void RunMixedWorkload(ftl::TaskScheduler &ts) {
     REQUIRE(wrong.load() == 0);
     REQUIRE(fib.Result == 987u);
     REQUIRE(foreignRuns.load() == 200u);
-}
-
-char const *Name(ftl::EmptyQueueBehavior behavior) {
-    switch (behavior) {
-    case ftl::EmptyQueueBehavior::Spin:
-        return "Spin";
-    case ftl::EmptyQueueBehavior::Yield:
-        return "Yield";
-    case ftl::EmptyQueueBehavior::Sleep:
-        return "Sleep";
-    }
-    return "?";
 }
 
 } // namespace
@@ -377,7 +366,7 @@ TEST_CASE("Every EmptyQueueBehavior runs the mixed workload", "[scheduling]") {
     unsigned const threads = FTL_GENERATE_THREAD_COUNT();
     ftl::EmptyQueueBehavior const behavior = GENERATE(
         ftl::EmptyQueueBehavior::Spin, ftl::EmptyQueueBehavior::Yield, ftl::EmptyQueueBehavior::Sleep);
-    CAPTURE(threads, Name(behavior));
+    CAPTURE(threads, ftl_test::BehaviorName(behavior));
     ftl::TaskScheduler ts;
     REQUIRE(ts.Init(Options(threads, behavior)) == 0);
     REQUIRE(ts.GetEmptyQueueBehavior() == behavior);

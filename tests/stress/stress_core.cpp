@@ -17,6 +17,8 @@
 //     until the main thread waited for all of its tasks.
 #include "stress_core.h"
 
+#include "behavior_name.h"
+
 #include "ftl/atomic_counter.h"
 #include "ftl/fibtex.h"
 #include "ftl/task.h"
@@ -179,18 +181,6 @@ private:
 
 constexpr ftl::EmptyQueueBehavior kBehaviors[] = {
     ftl::EmptyQueueBehavior::Sleep, ftl::EmptyQueueBehavior::Yield, ftl::EmptyQueueBehavior::Spin};
-
-char const *BehaviorName(ftl::EmptyQueueBehavior behavior) {
-    switch (behavior) {
-    case ftl::EmptyQueueBehavior::Spin:
-        return "Spin";
-    case ftl::EmptyQueueBehavior::Yield:
-        return "Yield";
-    case ftl::EmptyQueueBehavior::Sleep:
-        return "Sleep";
-    }
-    return "?";
-}
 
 // Sleep half the time: Spin and Yield workers keep a core busy, and with 8
 // threads on 2 cores a long Spin stretch slows the round down a lot.
@@ -2133,7 +2123,7 @@ RoundReport RunRound(RoundOptions const &options, RoundMonitor &monitor) {
         if (ts.GetThreadCount() != options.Threads) {
             round.Fail("GetThreadCount() is %u, asked for %u", ts.GetThreadCount(), options.Threads);
         }
-        report.Plan = std::string("start ") + BehaviorName(init.Behavior) + features;
+        report.Plan = std::string("start ") + ftl_test::BehaviorName(init.Behavior) + features;
         // Each wave plans a new mix and runs it to the end; between waves the
         // scheduler goes idle and must wake up for the next one.
         Rng waveRng(workloadSeed);
