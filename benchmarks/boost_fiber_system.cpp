@@ -348,13 +348,6 @@ private:
     double m_cpuSeconds = 0;
 };
 
-template <class T>
-Implementation Make(char const *workloadId, char const *primitive) {
-    return Implementation{workloadId, primitive, [](Sizes const &sizes) -> std::unique_ptr<Fixture> {
-                              return std::make_unique<T>(sizes);
-                          }};
-}
-
 } // namespace
 
 System MakeBoostFiberSystem() {

@@ -111,6 +111,14 @@ struct Implementation {
     FixtureFactory Make;
 };
 
+// The implementation of `workloadId` whose fixture is T(sizes).
+template <class T>
+Implementation Make(char const *workloadId, char const *primitive) {
+    return Implementation{workloadId, primitive, [](Sizes const &sizes) -> std::unique_ptr<Fixture> {
+                              return std::make_unique<T>(sizes);
+                          }};
+}
+
 struct System {
     std::string Name;
     std::vector<Implementation> Implementations;

@@ -400,13 +400,6 @@ private:
     std::atomic<unsigned> m_taken{0};
 };
 
-template <class T>
-Implementation Make(char const *workloadId, char const *primitive) {
-    return Implementation{workloadId, primitive, [](Sizes const &sizes) -> std::unique_ptr<Fixture> {
-                              return std::make_unique<T>(sizes);
-                          }};
-}
-
 } // namespace
 
 System MakeTbbSystem() {
