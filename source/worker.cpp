@@ -1,8 +1,8 @@
 // The worker loop: what a pool fiber does between tasks.
 //
 // Find-work order (FindWork):
-//   1. every m_globalInterval items (m_globalCountdown): the global queue first (so tasks from
-//      outside threads are not starved by local work);
+//   1. every m_globalInterval items (m_globalCountdown): the global queue
+//      first (so tasks from outside threads are not starved by local work);
 //   2. at the start of each tick: this worker's task deques first (so a pair
 //      of fibers waking each other cannot starve queued tasks);
 //   3. ready fibers: the pinned inbox, then the ready deque (oldest first);
