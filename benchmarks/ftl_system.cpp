@@ -315,6 +315,56 @@ private:
     unsigned m_probed = 0;
 };
 
+// S1 ---------------------------------------------------------------------------
+
+// Starts and destroys schedulers with a small and a large pool, alternately
+// (so that drift hits both alike), and reports the median Init time of each.
+// Each started scheduler runs one task, so the pool works before it goes.
+class Startup final : public Fixture {
+public:
+    Startup(Sizes const &sizes, ftl::SchedulerFeatures features) : m_sizes(sizes), m_features(features) {}
+
+    void Run() override {
+        std::vector<double> small;
+        std::vector<double> large;
+        for (unsigned i = 0; i < kStarts; ++i) {
+            small.push_back(StartOnce(kSmallPool));
+            large.push_back(StartOnce(kLargePool));
+        }
+        m_figures = {MedianOf(small), MedianOf(large)};
+    }
+
+    Verdict Check() override {
+        return ExpectCount("probe tasks run", std::exchange(m_probed, 0), 2ull * kStarts);
+    }
+    std::vector<double> MeasuredFigures() const override { return m_figures; }
+
+private:
+    static void Probe(ftl::TaskScheduler * /*taskScheduler*/, void *arg) { ++*static_cast<unsigned *>(arg); }
+
+    // Microseconds Init took.
+    double StartOnce(unsigned poolSize) {
+        ftl::TaskSchedulerInitOptions options = Scheduler::Options(m_sizes, m_features);
+        options.FiberPoolSize = poolSize;
+        ftl::TaskScheduler taskScheduler;
+        auto const start = std::chrono::steady_clock::now();
+        if (int const error = taskScheduler.Init(options); error != 0) {
+            throw std::runtime_error(std::string("TaskScheduler::Init failed: ") + ftl::InitErrorString(error));
+        }
+        double const micros =
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+        ftl::TaskCounter counter(&taskScheduler);
+        taskScheduler.AddTask(ftl::Task{Probe, &m_probed}, ftl::TaskPriority::Normal, &counter);
+        taskScheduler.WaitForCounter(&counter);
+        return micros;
+    }
+
+    Sizes m_sizes;
+    ftl::SchedulerFeatures m_features;
+    unsigned m_probed = 0;
+    std::vector<double> m_figures;
+};
+
 // W8 ---------------------------------------------------------------------------
 
 // The main thread (worker 0) waits on a counter that only the driver thread
@@ -527,6 +577,7 @@ System MakeFtlSystem(std::string name, ftl::SchedulerFeatures features) {
         Make<WakeLatency>("W8", "AddTask from a non-worker thread, every worker parked", features));
     list.push_back(
         Make<GlobalQueueLatency>("M1", "AddTask from a non-worker thread while workers are busy", features));
+    list.push_back(Make<Startup>("S1", "TaskScheduler::Init, one task, destruction", features));
     return system;
 }
 

@@ -152,6 +152,12 @@ std::vector<Workload> MakeWorkloads(Sizes const &sizes) {
                          "task every 2 ms; add call to the task's first instruction",
                          {{"M1", "us median"}, {"M1 p99", "us p99"}},
                          0});
+    workloads.push_back({"S1",
+                         "scheduler start: Init with the default pool (400 fibers) and with 40,000, "
+                         "interleaved, each started " +
+                             std::to_string(kStarts) + " times and destroyed",
+                         {{"S1", "us Init", false}, {"S1 40k", "us Init", false}},
+                         0});
     workloads.push_back({"R1",
                          "raw: one Boost.Context fcontext round trip (jump_fcontext there and back)",
                          {{"R1", "ns"}},

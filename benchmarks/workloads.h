@@ -21,6 +21,9 @@
 //   W8  wake latency: the pool has been idle for 2 ms, another thread adds a
 //       task; the time from the add call to the task's first instruction,
 //       200 samples (50 with --short)                        -> us, median and p99
+//   S1  scheduler start: Init with the default pool (400 fibers) and with
+//       40,000, interleaved, kStarts times each, then destruction (ftl only)
+//                                                             -> us per Init, each
 //   R1  one Boost.Context fcontext round trip (there and back) -> ns
 //   R2  one cache-line round trip between two threads pinned to two cores -> ns
 //
@@ -56,6 +59,10 @@ constexpr double kIdleReportSeconds = 2.0;
 // W8: how long the pool idles before each sample. Longer than any system's
 // spin-before-sleep, so every sample starts from parked threads.
 constexpr std::chrono::microseconds kWakeGap{2000};
+// S1: starts per pool size and run; the pool sizes.
+constexpr unsigned kStarts = 10;
+constexpr unsigned kSmallPool = 400;
+constexpr unsigned kLargePool = 40000;
 // R1, R2
 constexpr unsigned kContextRoundTrips = 1000000;
 constexpr unsigned kCacheLineRoundTrips = 100000;

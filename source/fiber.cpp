@@ -116,9 +116,10 @@ void DestroyPoolFiber(Fiber &fiber) {
     }
 }
 
-void InitThreadFiber(Fiber &fiber, unsigned threadIndex) {
-    fiber.Index = kThreadFiberIndexBase + threadIndex;
+void InitThreadFiber(Fiber &fiber, unsigned index, bool reported) {
+    fiber.Index = index;
     fiber.IsThreadFiber = true;
+    fiber.Reported = reported;
     fiber.StackFloor = ThreadStackFloor();
     fiber.State.store(FiberState::Running, std::memory_order_relaxed);
 #if FTL_TSAN
@@ -134,7 +135,7 @@ Worker *SwitchFiber(SwitchRecord &record) {
     Fiber *const from = record.From;
     Fiber *const to = record.To;
     EventCallbacks const &callbacks = record.OnWorker->m_scheduler->Callbacks();
-    if (callbacks.OnFiberDetached != nullptr) {
+    if (callbacks.OnFiberDetached != nullptr && from->Reported) {
         callbacks.OnFiberDetached(callbacks.Context, from->Index, record.Action == AfterSwitch::Park);
     }
 #if FTL_ASAN
@@ -174,11 +175,13 @@ Worker *FinishSwitch(ctx::transfer_t transfer) {
     Worker *const worker = record.OnWorker;
     self->CurrentWorker = worker;
     worker->m_currentFiber = self;
-    worker->m_scheduler->AfterSwitchStep(record, worker);
+    // The attach first: the post-switch step may make this worker count as
+    // started, and Init must not return before its first attach is reported.
     EventCallbacks const &callbacks = worker->m_scheduler->Callbacks();
-    if (callbacks.OnFiberAttached != nullptr) {
+    if (callbacks.OnFiberAttached != nullptr && self->Reported) {
         callbacks.OnFiberAttached(callbacks.Context, self->Index);
     }
+    worker->m_scheduler->AfterSwitchStep(record, worker);
     return worker;
 }
 

@@ -41,7 +41,7 @@ struct Fiber {
     void *StackLow = nullptr; // lowest usable address
     std::size_t StackSize = 0;
 
-    unsigned Index = 0; // pool index, or kThreadFiberIndexBase + thread index
+    unsigned Index = 0; // pool index (see fiber_pool.h: 0 is the Init thread's own stack)
     // The lowest address this fiber's frames may reach: StackLow for a pool
     // fiber, the thread stack's low end for a thread fiber (0: unknown).
     std::uintptr_t StackFloor = 0;
@@ -53,9 +53,15 @@ struct Fiber {
     // (see Scheduler::RunChildrenInline); a wait puts them back first.
     InlineHand *Hand = nullptr;
     bool IsThreadFiber = false;
+    // Whether EventCallbacks hear of this fiber's attach and detach: all but
+    // the own stacks of worker threads 1..n-1, which only start a pool fiber
+    // and take the thread back at the end (each worker thread attaches one
+    // fiber when it starts, as in the lineage).
+    bool Reported = true;
     std::atomic<FiberState> State{FiberState::Free};
 
-    // Intrusive links: the pool's free list (index + 1, 0 = end) and a
+    // Intrusive links: the pool's free lists (the next fiber's index; 0, the
+    // Init thread's own fiber, is never on a list, so it marks the end) and a
     // worker's pinned-fiber inbox.
     std::atomic<std::uint32_t> NextFree{0};
     Fiber *NextReady = nullptr;
@@ -73,13 +79,15 @@ struct Fiber {
 bool CreatePoolFiber(Fiber &fiber, unsigned index, std::size_t stackSize,
                      void (*entry)(boost::context::detail::transfer_t));
 void DestroyPoolFiber(Fiber &fiber);
-// Makes `fiber` stand for the calling thread's own stack.
-void InitThreadFiber(Fiber &fiber, unsigned threadIndex);
+// Makes `fiber` stand for the calling thread's own stack, with pool index
+// `index`; `reported` as in Fiber::Reported.
+void InitThreadFiber(Fiber &fiber, unsigned index, bool reported);
 void DestroyThreadFiber(Fiber &fiber);
 
 // What the fiber switched to does with the fiber switched from.
 enum class AfterSwitch : std::uint8_t {
-    Nothing,      // the fiber left stays as it is (a thread fiber handing its thread to the pool)
+    Started,      // a worker thread's own fiber handed the thread to the worker's first fiber:
+                  // the worker is up (Init waits for every worker's)
     ReturnToPool, // the fiber left is idle: back to the free list
     Park,         // the fiber left waits: publish it as a waiter
 };

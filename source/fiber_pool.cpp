@@ -8,7 +8,7 @@ namespace ftl {
 namespace detail {
 
 bool FiberPool::Init(unsigned size, unsigned numWorkers, std::size_t stackSize, FiberPoolPolicy policy,
-                     EventCallbacks const &callbacks, Entry entry) {
+                     EventCallbacks const &callbacks, Entry entry, Fiber *threadFiber0) {
     m_numLocal = numWorkers;
     m_local.reset(new FreeList[numWorkers]);
     m_stackSize = stackSize;
@@ -16,48 +16,80 @@ bool FiberPool::Init(unsigned size, unsigned numWorkers, std::size_t stackSize, 
     m_policy = policy;
     m_callbacks = callbacks;
     m_entry = entry;
-    // The directory maps an index to its fiber for the free list. It is sized
-    // once, so lookups need no lock while the pool grows.
+    m_threadFiber0 = threadFiber0;
+    std::fegetenv(&m_initFloatEnv);
+    // Growth stops at 64 times the initial size (at least 65,536 fibers): a
+    // pool that needs more has a runaway wait, and the kernel's mapping limit
+    // (vm.max_map_count, 65,530 by default) is near anyway.
     m_capacity = policy == FiberPoolPolicy::Grow ? std::max(size, 1024u) * 64u : size;
-    m_directory.reset(new std::atomic<Fiber *>[m_capacity]);
-    return Grow(size);
+    m_numChunks = (m_capacity + kChunkSize - 1) / kChunkSize;
+    // Value-initialized: every chunk pointer starts null.
+    m_chunks.reset(new std::atomic<Fiber *>[m_numChunks]());
+    m_size.store(size, std::memory_order_release);
+    // Indices [1, numWorkers) are the worker threads' first fibers, made here
+    // so that a failure is Init's error; fresh hand-outs start after them.
+    unsigned const firsts = std::min(size, numWorkers);
+    for (unsigned index = 1; index < firsts; ++index) {
+        if (Make(index) == nullptr) {
+            DestroyAll();
+            return false;
+        }
+    }
+    m_fresh.store(firsts, std::memory_order_release);
+    return true;
 }
 
 void FiberPool::DestroyAll() {
-    std::lock_guard<std::mutex> lock(m_growMutex);
-    unsigned const size = m_size.load(std::memory_order_acquire);
-    for (unsigned i = 0; i < size; ++i) {
-        DestroyPoolFiber(*m_directory[i].load(std::memory_order_relaxed));
+    std::lock_guard<std::mutex> lock(m_mutex);
+    for (unsigned c = 0; c < m_numChunks; ++c) {
+        Fiber *chunk = m_chunks[c].load(std::memory_order_acquire);
+        if (chunk == nullptr) {
+            continue;
+        }
+        for (unsigned i = 0; i < kChunkSize; ++i) {
+            if (chunk[i].Mapping != nullptr) {
+                DestroyPoolFiber(chunk[i]);
+            }
+        }
+        delete[] chunk;
+        m_chunks[c].store(nullptr, std::memory_order_relaxed);
     }
-    m_chunks.clear();
     m_size.store(0, std::memory_order_release);
+    m_fresh.store(0, std::memory_order_release);
     m_shared.Head.store(0, std::memory_order_relaxed);
     for (unsigned i = 0; i < m_numLocal; ++i) {
         m_local[i].Head.store(0, std::memory_order_relaxed);
     }
 }
 
-bool FiberPool::Grow(unsigned count) {
-    unsigned const first = m_size.load(std::memory_order_relaxed);
-    if (count == 0 || first + count > m_capacity || first + count < first) {
+Fiber *FiberPool::Make(unsigned index) {
+    unsigned const c = index >> kChunkShift;
+    if (m_chunks[c].load(std::memory_order_acquire) == nullptr) {
+        std::lock_guard<std::mutex> lock(m_mutex);
+        if (m_chunks[c].load(std::memory_order_relaxed) == nullptr) {
+            // Release: the descriptors are constructed before any thread
+            // that finds the chunk (At) reads one.
+            m_chunks[c].store(new Fiber[kChunkSize], std::memory_order_release);
+        }
+    }
+    Fiber *fiber = At(index);
+    std::fenv_t callersEnv;
+    std::fegetenv(&callersEnv);
+    std::fesetenv(&m_initFloatEnv);
+    bool const made = CreatePoolFiber(*fiber, index, m_stackSize, m_entry);
+    std::fesetenv(&callersEnv);
+    return made ? fiber : nullptr;
+}
+
+bool FiberPool::Grow() {
+    unsigned const size = m_size.load(std::memory_order_relaxed);
+    if (size >= m_capacity) {
         return false;
     }
-    std::unique_ptr<Fiber[]> chunk(new Fiber[count]);
-    for (unsigned i = 0; i < count; ++i) {
-        if (!CreatePoolFiber(chunk[i], first + i, m_stackSize, m_entry)) {
-            for (unsigned j = 0; j < i; ++j) {
-                DestroyPoolFiber(chunk[j]);
-            }
-            return false;
-        }
-        m_directory[first + i].store(&chunk[i], std::memory_order_relaxed);
-    }
-    // Publish the directory entries before any index can be popped.
-    m_size.store(first + count, std::memory_order_release);
-    for (unsigned i = count; i-- > 0;) {
-        Push(m_shared, &chunk[i]);
-    }
-    m_chunks.push_back(std::move(chunk));
+    // Half the pool again (at least 16). Growing only raises the limit:
+    // stacks are still made one at a time, as they are handed out.
+    unsigned const extra = std::min(std::max(size / 2, 16u), m_capacity - size);
+    m_size.store(size + extra, std::memory_order_release);
     return true;
 }
 
@@ -68,7 +100,7 @@ Fiber *FiberPool::Pop(FreeList &list) {
         if (index == 0) {
             return nullptr;
         }
-        Fiber *fiber = m_directory[index - 1].load(std::memory_order_relaxed);
+        Fiber *fiber = At(index);
         // May read a stale link if another thread popped this fiber meanwhile;
         // the tag then makes the CAS fail.
         std::uint64_t const next = fiber->NextFree.load(std::memory_order_relaxed);
@@ -88,14 +120,14 @@ void FiberPool::Push(FreeList &list, Fiber *fiber) {
         fiber->NextFree.store(static_cast<std::uint32_t>(head & kIndexMask), std::memory_order_relaxed);
         std::uint64_t const tag = (head >> 32) + 1;
         // Release: the fiber's saved context is visible to whoever pops it.
-        if (list.Head.compare_exchange_weak(head, (tag << 32) | (fiber->Index + 1u),
-                                            std::memory_order_release, std::memory_order_relaxed)) {
+        if (list.Head.compare_exchange_weak(head, (tag << 32) | fiber->Index, std::memory_order_release,
+                                            std::memory_order_relaxed)) {
             return;
         }
     }
 }
 
-Fiber *FiberPool::TakeAny(unsigned worker) {
+Fiber *FiberPool::TakeFree(unsigned worker) {
     if (Fiber *fiber = Pop(m_local[worker])) {
         return fiber;
     }
@@ -110,13 +142,42 @@ Fiber *FiberPool::TakeAny(unsigned worker) {
     return nullptr;
 }
 
+Fiber *FiberPool::TakeFresh() {
+    unsigned index = m_fresh.load(std::memory_order_relaxed);
+    do {
+        if (index >= m_size.load(std::memory_order_acquire)) {
+            return nullptr;
+        }
+    } while (!m_fresh.compare_exchange_weak(index, index + 1, std::memory_order_acq_rel,
+                                            std::memory_order_relaxed));
+    Fiber *fiber = Make(index);
+    if (fiber == nullptr) {
+        FTL_FATAL("the fiber pool could not make fiber %u: mmap refused a stack of %zu bytes (each fiber takes "
+                  "two mappings, its stack and its guard page; see vm.max_map_count and the memory limits)",
+                  index, m_stackSize);
+    }
+    return fiber;
+}
+
+Fiber *FiberPool::AcquireFirst(unsigned worker) {
+    FTL_ASSERT(worker != 0, "worker 0 runs on the Init thread's own fiber");
+    if (worker < m_initialSize) {
+        return At(worker); // made for this worker at Init
+    }
+    return Acquire(worker);
+}
+
 Fiber *FiberPool::Acquire(unsigned worker) {
     // Two passes over the lists: fibers move between them while we look, so
-    // one empty pass alone does not prove the pool dry.
+    // one empty pass alone does not prove the pool dry. Existing stacks
+    // before a fresh one: a reused stack is warm and costs no mmap.
     for (int pass = 0; pass < 2; ++pass) {
-        if (Fiber *fiber = TakeAny(worker)) {
+        if (Fiber *fiber = TakeFree(worker)) {
             return fiber;
         }
+    }
+    if (Fiber *fiber = TakeFresh()) {
+        return fiber;
     }
     if (m_policy == FiberPoolPolicy::Fatal) {
         FTL_FATAL(
@@ -126,36 +187,24 @@ Fiber *FiberPool::Acquire(unsigned worker) {
     }
     unsigned grownTo = 0;
     {
-        std::lock_guard<std::mutex> lock(m_growMutex);
+        std::lock_guard<std::mutex> lock(m_mutex);
         // Another thread may have grown the pool while we waited for the lock.
-        if (Fiber *fiber = TakeAny(worker)) {
-            return fiber;
+        if (m_fresh.load(std::memory_order_acquire) >= Size()) {
+            if (!Grow()) {
+                FTL_FATAL("the fiber pool ran dry at its limit of %u fibers (%u at Init x 64)", Size(),
+                          m_capacity);
+            }
+            grownTo = Size();
         }
-        unsigned const size = Size();
-        if (size >= m_capacity) {
-            FTL_FATAL("the fiber pool ran dry at its limit of %u fibers (%u at Init x 64)", size, m_capacity);
-        }
-        // Grow by half the pool; when the memory (or the kernel's mapping
-        // limit) cannot take that much, by less, down to one fiber.
-        unsigned extra = std::min(std::max(size / 2, 16u), m_capacity - size);
-        while (extra != 0 && !Grow(extra)) {
-            extra /= 2;
-        }
-        if (extra == 0) {
-            FTL_FATAL("the fiber pool ran dry at %u fibers and could not grow: mmap refused another stack of "
-                      "%zu bytes (each fiber takes two mappings, its stack and its guard page; see "
-                      "vm.max_map_count and the memory limits)",
-                      size, m_stackSize);
-        }
-        grownTo = Size();
     }
-    if (m_callbacks.OnFiberPoolGrown != nullptr) {
+    if (grownTo != 0 && m_callbacks.OnFiberPoolGrown != nullptr) {
         m_callbacks.OnFiberPoolGrown(m_callbacks.Context, grownTo);
     }
     return Acquire(worker);
 }
 
 void FiberPool::Release(Fiber *fiber, unsigned worker) {
+    FTL_ASSERT(fiber != m_threadFiber0, "the Init thread's own fiber never goes back to the pool");
     FreeList &local = m_local[worker];
     Push(local.Count.load(std::memory_order_relaxed) < kLocalCap ? local : m_shared, fiber);
 }

@@ -72,8 +72,9 @@ InitError Scheduler::Start() {
     m_idle.Init(m_numWorkers, options.Features.SearcherLimit);
     m_behavior.store(options.Behavior, std::memory_order_relaxed);
 
+    Worker &main = m_workers[0];
     if (!m_pool.Init(options.FiberPoolSize, m_numWorkers, options.FiberStackSize, options.PoolPolicy,
-                     options.Callbacks, &Scheduler::FiberEntry)) {
+                     options.Callbacks, &Scheduler::FiberEntry, &main.m_threadFiber)) {
         return InitError::FiberCreationFailed;
     }
     EventCallbacks const &callbacks = options.Callbacks;
@@ -82,10 +83,9 @@ InitError Scheduler::Start() {
     }
     m_drainFlag.reset(new AtomicFlag(m_owner));
 
-    // The calling thread becomes worker 0.
-    Worker &main = m_workers[0];
+    // The calling thread becomes worker 0; its own stack is fiber 0.
     main.m_tickStartNs = NowNs();
-    InitThreadFiber(main.m_threadFiber, 0);
+    InitThreadFiber(main.m_threadFiber, 0, true);
     main.m_threadFiber.CurrentWorker = &main; // it starts running without a switch into it
     main.m_currentFiber = &main.m_threadFiber;
     SetCurrentWorker(&main);
@@ -149,7 +149,10 @@ void Scheduler::ThreadMain(Worker *worker) {
     if (m_options.PinThreads) {
         PinCurrentThread(worker->m_cpu);
     }
-    InitThreadFiber(worker->m_threadFiber, worker->m_index);
+    // The thread's own stack only starts the worker's first pool fiber and
+    // takes the thread back at the end: it runs no task, and callbacks do not
+    // hear of it (the fiber attached is the pool fiber, index m_index).
+    InitThreadFiber(worker->m_threadFiber, worker->m_index, false);
     worker->m_threadFiber.CurrentWorker = worker;
     worker->m_currentFiber = &worker->m_threadFiber;
     if (m_options.CatchStackOverflow) {
@@ -159,22 +162,14 @@ void Scheduler::ThreadMain(Worker *worker) {
     if (callbacks.OnWorkerThreadStarted != nullptr) {
         callbacks.OnWorkerThreadStarted(callbacks.Context, worker->m_index);
     }
-    if (callbacks.OnFiberAttached != nullptr) {
-        callbacks.OnFiberAttached(callbacks.Context, worker->m_threadFiber.Index);
-    }
     worker->m_tickStartNs = NowNs(); // the first tick's EWMA sample starts here
 
-    Fiber *first = m_pool.Acquire(worker->m_index);
-    m_workersUp.fetch_add(1, std::memory_order_release); // Start waits for this
-    FutexWake(&m_workersUp, 1);
+    Fiber *first = m_pool.AcquireFirst(worker->m_index);
     first->Transition(FiberState::Free, FiberState::Running);
     SwitchRecord record{
-        &worker->m_threadFiber, first, worker, AfterSwitch::Nothing, nullptr, nullptr, nullptr};
+        &worker->m_threadFiber, first, worker, AfterSwitch::Started, nullptr, nullptr, nullptr};
     SwitchFiber(record); // returns once the scheduler quits
 
-    if (callbacks.OnFiberDetached != nullptr) {
-        callbacks.OnFiberDetached(callbacks.Context, worker->m_threadFiber.Index, false);
-    }
     if (callbacks.OnWorkerThreadEnded != nullptr) {
         callbacks.OnWorkerThreadEnded(callbacks.Context, worker->m_index);
     }

@@ -1,6 +1,6 @@
 // Waiting: parking the running fiber on a waitable, and readying it again.
 //
-// The protocol (DESIGN.md invariants 1, 2 and 4):
+// The protocol (docs/design.adoc, invariants 1, 2 and 4):
 //   1. Wait() marks the fiber Waiting, picks the next fiber (a ready one, or a
 //      fresh one from the pool) and switches to it, carrying a SwitchRecord
 //      that names the waitable and a WaitNode on the waiting fiber's stack.
@@ -166,7 +166,9 @@ Worker *Scheduler::RunChildrenInline(Worker *worker, TaskCounter *counter) {
 
 void Scheduler::AfterSwitchStep(SwitchRecord const &record, Worker *worker) {
     switch (record.Action) {
-    case AfterSwitch::Nothing:
+    case AfterSwitch::Started:
+        m_workersUp.fetch_add(1, std::memory_order_release); // Start waits for this
+        FutexWake(&m_workersUp, 1);
         break;
     case AfterSwitch::ReturnToPool:
         record.From->Transition(FiberState::Running, FiberState::Free);

@@ -28,9 +28,13 @@ struct EventCallbacks {
 
     // A fiber starts or stops running on a thread. Every attach is matched by
     // one detach by the time the scheduler is destroyed. isMidTask is true when
-    // the fiber leaves because its task waits (a counter, a Fibtex).
-    // A worker thread's own fiber (the one its stack started on) reports
-    // index kThreadFiberIndexBase + threadIndex.
+    // the fiber leaves because its task waits (a counter, a Fibtex) and parks.
+    // Indices are in [0, fiber count), so a profiler can index arrays by them:
+    // the thread that called Init runs as fiber 0 (attached in Init, detached
+    // in the destructor); each other worker thread attaches one pool fiber
+    // when it starts and detaches the fiber it runs when it ends. A wait that
+    // finishes without parking (it ran the counter's own tasks itself while
+    // it waited) reports nothing.
     FiberAttachedCallback OnFiberAttached = nullptr;
     FiberDetachedCallback OnFiberDetached = nullptr;
 
@@ -38,8 +42,5 @@ struct EventCallbacks {
     // (FiberPoolPolicy::Grow).
     FiberCreationCallback OnFiberPoolGrown = nullptr;
 };
-
-// Fiber indices at and above this value name a worker thread's own fiber.
-constexpr unsigned kThreadFiberIndexBase = 0x80000000u;
 
 } // namespace ftl

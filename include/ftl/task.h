@@ -14,7 +14,8 @@ struct Task {
 };
 
 // High-priority tasks are taken before Normal ones on every worker; a task of
-// either priority may be stolen by any worker.
-enum class TaskPriority { High, Normal };
+// either priority may be stolen by any worker. Low is the lineage's name for
+// Normal.
+enum class TaskPriority { High, Normal, Low = Normal };
 
 } // namespace ftl

@@ -72,8 +72,9 @@ struct SchedulerFeatures {
 };
 
 struct TaskSchedulerInitOptions {
-    // Fibers created at Init. A fiber is needed for each task that is waiting,
-    // plus one per worker thread.
+    // The fiber pool's size: one fiber per worker thread (the thread that
+    // called Init is fiber 0) plus one for each task that waits at once.
+    // A fiber's stack is made the first time the pool hands it out.
     unsigned FiberPoolSize = 400;
     // Worker threads, the calling thread included. 0: one per core this process
     // may run on (sched_getaffinity, so a restricted mask or cgroup counts).
@@ -130,9 +131,10 @@ public:
     // kInvalidIndex on a thread that is not one of this scheduler's workers.
     // Correct after a wait that resumed on another thread.
     unsigned GetCurrentThreadIndex() const;
-    // The calling fiber's index: [0, GetFiberCount()) for pool fibers,
-    // kThreadFiberIndexBase + thread index for a worker thread's own fiber,
-    // kInvalidIndex outside the scheduler.
+    // The calling fiber's index in [0, GetFiberCount()) on a worker thread
+    // (0 on the thread that called Init, outside any task), or kInvalidIndex
+    // outside the scheduler. A task run inline by a wait reports the waiting
+    // fiber it runs on.
     unsigned GetCurrentFiberIndex() const;
     unsigned GetThreadCount() const;
     // Fibers in the pool now (grows under FiberPoolPolicy::Grow).

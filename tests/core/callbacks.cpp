@@ -42,14 +42,14 @@ struct Recorder {
     std::atomic<unsigned> WatchedMidTaskDetaches{0};
     // Per fiber: attaches minus detaches, which must stay 0 or 1.
     std::array<std::atomic<int>, kMaxPoolFibers> PoolFiberState{};
-    std::array<std::atomic<int>, kMaxThreads> ThreadFiberState{};
     std::atomic<unsigned> Unbalanced{0};
     std::atomic<unsigned> BadIndex{0};
+    // The largest index reported, which must be below the pool's size.
+    std::atomic<unsigned> MaxIndex{0};
 
     std::atomic<int> *FiberState(unsigned fiberIndex) {
-        if (fiberIndex >= ftl::kThreadFiberIndexBase) {
-            unsigned const thread = fiberIndex - ftl::kThreadFiberIndexBase;
-            return thread < kMaxThreads ? &ThreadFiberState[thread] : nullptr;
+        unsigned seen = MaxIndex.load();
+        while (seen < fiberIndex && !MaxIndex.compare_exchange_weak(seen, fiberIndex)) {
         }
         return fiberIndex < kMaxPoolFibers ? &PoolFiberState[fiberIndex] : nullptr;
     }
@@ -135,6 +135,7 @@ TEST_CASE("Event callbacks are called as documented", "[callbacks]") {
     Recorder recorder;
     constexpr unsigned kPoolSize = 64;
     bool midTaskTimedOut = false;
+    unsigned fiberCount = 0;
     {
         ftl::TaskSchedulerInitOptions options = Options(threads);
         options.FiberPoolSize = kPoolSize;
@@ -150,6 +151,14 @@ TEST_CASE("Event callbacks are called as documented", "[callbacks]") {
         }
         REQUIRE(recorder.FibersCreatedCalls.load() == 1u);
         REQUIRE(recorder.FibersCreatedCount.load() == kPoolSize);
+        // The Init thread is fiber 0 and each worker thread i runs fiber i:
+        // one attach per thread so far, each index once.
+        REQUIRE(recorder.Attaches.load() == threads);
+        REQUIRE(recorder.Detaches.load() == 0u);
+        for (unsigned i = 0; i < threads; ++i) {
+            CAPTURE(i);
+            REQUIRE(recorder.PoolFiberState[i].load() == 1);
+        }
 
         // A task that surely parks mid-task: the task that releases it waits
         // until that fiber's mid-task detach was reported (at one thread it
@@ -184,7 +193,9 @@ TEST_CASE("Event callbacks are called as documented", "[callbacks]") {
         ts.WaitForCounter(&counter);
         REQUIRE(ran.load() == 20u * 5u * 4u);
         REQUIRE(recorder.WatchedMidTaskDetaches.load() >= 1u);
+        fiberCount = ts.GetFiberCount();
     }
+    REQUIRE(recorder.MaxIndex.load() < fiberCount);
     REQUIRE_FALSE(midTaskTimedOut);
 
     // Worker threads 1..threads-1 each started and ended once, on a thread of
@@ -214,9 +225,6 @@ TEST_CASE("Event callbacks are called as documented", "[callbacks]") {
     REQUIRE(recorder.Unbalanced.load() == 0);
     unsigned stillAttached = 0;
     for (auto const &state : recorder.PoolFiberState) {
-        stillAttached += state.load() != 0 ? 1u : 0u;
-    }
-    for (auto const &state : recorder.ThreadFiberState) {
         stillAttached += state.load() != 0 ? 1u : 0u;
     }
     REQUIRE(stillAttached == 0);
