@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex> // std::lock_guard and std::unique_lock, which Fibtex is made for
 
 namespace ftl {
 

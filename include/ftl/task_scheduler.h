@@ -21,6 +21,7 @@
 #pragma once
 
 #include "ftl/callbacks.h"
+#include "ftl/ftl_valgrind.h"
 #include "ftl/task.h"
 
 #include <cstddef>

@@ -11,8 +11,11 @@
 //   scheduler; anywhere else is a fatal error.
 // - A ThreadLocalHandle caches the current thread's value: do not keep one
 //   across a wait (with asserts on, using it on another thread is caught).
-// - GetAllValues / ForEachValue read every built value; call them once the
-//   tasks that write the values have been waited for.
+// - GetAllValues / GetAllValuesByRef return one value per worker thread, in
+//   thread order, building (on the calling thread) the values of threads that
+//   never touched theirs; ForEachValue visits the built values only. Call
+//   them once the tasks that use the values have been waited for: they read
+//   and build other threads' slots without synchronizing with those threads.
 #pragma once
 
 #include "ftl/assert.h"
@@ -92,10 +95,23 @@ public:
         }
     }
 
-    // Copies of the values built so far, in thread order.
+    // Copies of every thread's value, in thread order (GetThreadCount() of them).
     std::vector<T> GetAllValues() {
         std::vector<T> values;
-        ForEachValue([&values](unsigned, T &value) { values.push_back(value); });
+        values.reserve(m_count);
+        for (std::size_t i = 0; i < m_count; ++i) {
+            values.push_back(*Built(m_slots[i]));
+        }
+        return values;
+    }
+
+    // References to every thread's value, in thread order.
+    std::vector<std::reference_wrapper<T>> GetAllValuesByRef() {
+        std::vector<std::reference_wrapper<T>> values;
+        values.reserve(m_count);
+        for (std::size_t i = 0; i < m_count; ++i) {
+            values.push_back(std::ref(*Built(m_slots[i])));
+        }
         return values;
     }
 
@@ -128,14 +144,14 @@ private:
         Slot &slot = CurrentSlot();
         return slot.Built ? slot.Get() : nullptr;
     }
-    T *Current() {
-        Slot &slot = CurrentSlot();
+    T *Built(Slot &slot) {
         if (!slot.Built) {
             ::new (static_cast<void *>(slot.Storage)) T(m_factory());
             slot.Built = true;
         }
         return slot.Get();
     }
+    T *Current() { return Built(CurrentSlot()); }
 
     TaskScheduler *m_taskScheduler;
     std::function<T()> m_factory;

@@ -1,5 +1,6 @@
 // ThreadLocal: one value per worker, looked up again after every wait; the
-// factory constructor; GetHandle; GetAllValues and ForEachValue.
+// factory constructor; GetHandle; GetAllValues, GetAllValuesByRef and
+// ForEachValue.
 #include "ftl/thread_local.h"
 #include "ftl/atomic_counter.h"
 #include "ftl/task_counter.h"
@@ -49,9 +50,13 @@ TEST_CASE("ThreadLocal counters stay per thread across waits", "[thread_local]")
     ts.WaitForCounter(&counter);
 
     REQUIRE(wrongOwner.load() == 0);
+    unsigned builtBefore = 0;
+    counts.ForEachValue([&](unsigned, unsigned &) { ++builtBefore; });
+    REQUIRE(builtBefore >= 1u);
+    REQUIRE(builtBefore <= threads);
+    // One value per thread, the ones no task touched built (as 0) on the way.
     std::vector<unsigned> const values = counts.GetAllValues();
-    REQUIRE(!values.empty());
-    REQUIRE(values.size() <= threads);
+    REQUIRE(values.size() == threads);
     REQUIRE(std::accumulate(values.begin(), values.end(), 0u) == kTasks * kRounds * 2);
 
     unsigned sum = 0;
@@ -101,7 +106,9 @@ TEST_CASE("ThreadLocal builds each value once, by the factory, and destroys it",
             built.fetch_add(1);
             return Tracked("from the factory");
         });
-        REQUIRE(tracked.GetAllValues().empty());
+        unsigned builtBefore = 0;
+        tracked.ForEachValue([&](unsigned, Tracked &) { ++builtBefore; });
+        REQUIRE(builtBefore == 0u);
 
         std::atomic<unsigned> wrongName{0};
         auto work = [&](ftl::TaskScheduler *taskScheduler) {
@@ -121,14 +128,25 @@ TEST_CASE("ThreadLocal builds each value once, by the factory, and destroys it",
         (*tracked).Hits += 1000;
 
         REQUIRE(wrongName.load() == 0);
+        unsigned builtByTasks = 0;
+        tracked.ForEachValue([&](unsigned, Tracked &) { ++builtByTasks; });
+        REQUIRE(builtByTasks == built.load());
+        // GetAllValuesByRef builds the values of threads that ran no task, by
+        // the factory, once: a second call builds nothing.
+        std::vector<std::reference_wrapper<Tracked>> refs = tracked.GetAllValuesByRef();
+        REQUIRE(refs.size() == threads);
+        REQUIRE(built.load() == threads);
+        refs[threads - 1].get().Hits += 7;
         std::vector<Tracked> const values = tracked.GetAllValues();
-        REQUIRE(values.size() == built.load());
-        REQUIRE(values.size() <= threads);
+        REQUIRE(values.size() == threads);
+        REQUIRE(built.load() == threads);
         unsigned hits = 0;
-        for (Tracked const &value : values) {
-            hits += value.Hits;
+        for (unsigned i = 0; i < threads; ++i) {
+            REQUIRE(&refs[i].get() != &values[i]); // copies, not the slots
+            REQUIRE(refs[i].get().Hits == values[i].Hits);
+            hits += values[i].Hits;
         }
-        REQUIRE(hits == 48 * 4 + 1000);
+        REQUIRE(hits == 48 * 4 + 1000 + 7);
         bool sawInitThread = false;
         tracked.ForEachValue([&](unsigned threadIndex, Tracked &value) {
             if (threadIndex == 0) {
@@ -167,6 +185,7 @@ TEST_CASE("ThreadLocal handles and the deduction guide", "[thread_local]") {
     ts.WaitForCounter(&counter);
 
     std::vector<long> const values = deduced.GetAllValues();
+    REQUIRE(values.size() == threads);
     long const total = std::accumulate(values.begin(), values.end(), 0L);
     // Each value started at 5; the tasks added 40 * 3 in total.
     REQUIRE(total == 5L * static_cast<long>(values.size()) + 40L * 3L);
