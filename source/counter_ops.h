@@ -18,7 +18,7 @@ public:
     // Lowers a TaskCounter by n finished tasks at once, waking its waiters if
     // that brings it to 0.
     static void Finish(TaskCounter &counter, unsigned n);
-    // The post-switch registration of a waiter (DESIGN.md invariants 1 and 2).
+    // The post-switch registration of a waiter (docs/design.adoc, invariants 1 and 2).
     static bool Register(void *counter, WaitNode *node);
 };
 

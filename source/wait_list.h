@@ -2,7 +2,7 @@
 //
 // A WaitNode lives on the stack of the fiber that waits. It is linked into a
 // list by the post-switch step (after the fiber is fully off its stack,
-// DESIGN.md invariant 1) and unlinked by whoever wakes it; the waker copies
+// docs/design.adoc, invariant 1) and unlinked by whoever wakes it; the waker copies
 // what it needs out of the node before it readies the fiber, because the
 // node's memory is gone as soon as the fiber runs again.
 #pragma once

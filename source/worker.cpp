@@ -9,7 +9,7 @@
 //   4. own task deques, High before Normal (LIFO: depth first, cache warm);
 //   5. the global queue;
 //   6. steal from a random victim: its ready fibers, then its tasks.
-// Ready fibers come before new tasks (DESIGN.md invariant 3): each holds a
+// Ready fibers come before new tasks (docs/design.adoc, invariant 3): each holds a
 // stack, so finishing old work first bounds memory.
 #include "counter_ops.h"
 #include "ftl/assert.h"

@@ -24,7 +24,7 @@
  * "a searcher" forever and woke no one.
  *
  * Checked: when nothing can move any more (SPIN's `timeout`), all work was
- * consumed, i.e. no worker sleeps while work it could run is queued (DESIGN.md
+ * consumed, i.e. no worker sleeps while work it could run is queued (docs/design.adoc,
  * invariant 5); the searcher count never underflows; no invalid end state
  * (deadlock) other than workers asleep with nothing to do.
  *

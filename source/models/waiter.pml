@@ -1,5 +1,5 @@
 /*
- * Publishing a waiting fiber, for the SPIN model checker: DESIGN.md
+ * Publishing a waiting fiber, for the SPIN model checker: docs/design.adoc,
  * invariants 1 (a waiter is published only after the switch away from it
  * completed, by the fiber switched to) and 2 (publishing re-checks the
  * counter, so a counter reaching its target in between is not missed).

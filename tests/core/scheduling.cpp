@@ -302,7 +302,7 @@ TEST_CASE("High-priority tasks run before Normal ones", "[scheduling]") {
 }
 
 TEST_CASE("A readied fiber runs before new tasks", "[scheduling]") {
-    // DESIGN.md invariant 3 (SchedulerFeatures::ReadyFibersFirst, on by
+    // docs/design.adoc, invariant 3 (SchedulerFeatures::ReadyFibersFirst, on by
     // default), at one thread where the order is deterministic.
     ftl::TaskScheduler ts;
     REQUIRE(ts.Init(Options(1)) == 0);
