@@ -4,8 +4,9 @@
 // For every workload, each system that implements it is measured in turn, in
 // a child process of its own (harness.h): a warm-up run, then at least 5
 // checked repetitions; the table gives each system's median and its ratio to
-// ftl's. --features adds one ftl column per SchedulerFeatures flag, with that
-// one mechanism off, and prints them as a second table.
+// ftl's. --features adds one ftl column per measurement switch
+// (source/scheduler/mechanisms.h), with that one mechanism off, and prints
+// them as a second table.
 //
 // Usage: ftl_bench [--short] [--reps N] [--threads N] [--filter IDS] [--systems NAMES]
 //                  [--features] [--json FILE] [--timeout SECONDS]
@@ -14,11 +15,13 @@
 #include "workloads.h"
 
 #include "ftl/task_scheduler.h"
+#include "scheduler/mechanisms.h"
 
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -54,7 +57,7 @@ void PrintUsage(std::FILE *out) {
         "  --threads N      N workers in every system (default: one per core this process may use)\n"
         "  --filter IDS     only these workloads, comma-separated (e.g. W1,W3,R2)\n"
         "  --systems NAMES  only these systems, comma-separated (ftl,oneTBB,OpenMP,Boost.Fiber,reference)\n"
-        "  --features       also run ftl once per SchedulerFeatures flag with that flag off\n"
+        "  --features       also run ftl once per scheduling mechanism, with that one switched off\n"
         "  --json FILE      also write every figure to FILE as JSON\n"
         "  --timeout S      give up on one (workload, system) after S seconds (default 900)\n"
         "Exits 1 when ftl or the reference fails a check (or crashes); a peer's failure, or ftl's\n"
@@ -196,24 +199,6 @@ struct Column {
     bench::Table *Target;
 };
 
-struct FeatureFlag {
-    char const *Name;
-    bool ftl::SchedulerFeatures::*Flag;
-};
-constexpr FeatureFlag kFeatureFlags[] = {
-    {"Budget", &ftl::SchedulerFeatures::Budget},
-    {"AdaptiveGlobalInterval", &ftl::SchedulerFeatures::AdaptiveGlobalInterval},
-    {"SearcherLimit", &ftl::SchedulerFeatures::SearcherLimit},
-    {"SpinBeforePark", &ftl::SchedulerFeatures::SpinBeforePark},
-    {"ReadyFibersFirst", &ftl::SchedulerFeatures::ReadyFibersFirst},
-    {"InlineChildren", &ftl::SchedulerFeatures::InlineChildren},
-};
-// SchedulerFeatures is a plain set of bools: a flag added there and not here
-// would silently miss its column.
-static_assert(sizeof(ftl::SchedulerFeatures) ==
-                  sizeof(kFeatureFlags) / sizeof(kFeatureFlags[0]) * sizeof(bool),
-              "every SchedulerFeatures flag needs its entry in kFeatureFlags");
-
 constexpr char const *kPeers[] = {"oneTBB", "OpenMP", "Boost.Fiber"};
 
 // Workloads where ftl runs exactly what it runs in another one (W5b: Fibtex as
@@ -225,7 +210,8 @@ bool DuplicateForFtl(std::string const &workloadId) {
 }
 
 // ---------------------------------------------------------------------------
-// Issue 3's targets, judged on this run's medians.
+// The performance targets (README, "Performance targets"), judged on this
+// run's medians.
 
 double MedianOf(bench::Table const &table, std::string const &figure, std::string const &column) {
     bench::Cell const *cell = table.Find(figure, column);
@@ -247,64 +233,85 @@ std::pair<double, std::string> BestPeer(bench::Table const &table, std::vector<s
     return best;
 }
 
-void PrintTargets(std::FILE *out, bench::Table const &table) {
-    std::fprintf(out, "\nIssue 3 targets, on this run's medians:\n");
-    auto const verdict = [](bool met) { return met ? "met" : "NOT met"; };
+// One target's verdict on this run: what was compared, and whether it holds.
+struct TargetVerdict {
+    std::string Text;
+    bool Met;
+};
+
+__attribute__((format(printf, 1, 2))) std::string Format(char const *format, ...) {
+    char text[512];
+    va_list args;
+    va_start(args, format);
+    std::vsnprintf(text, sizeof text, format, args);
+    va_end(args);
+    return text;
+}
+
+std::vector<TargetVerdict> JudgeTargets(bench::Table const &table) {
+    std::vector<TargetVerdict> verdicts;
     for (char const *figure : {"W1", "W2", "W3"}) {
         double const ftl = MedianOf(table, figure, "ftl");
         auto const [peer, name] = BestPeer(table, {figure});
         if (ftl <= 0 || peer < 0) {
             continue; // not measured in this run (needs ftl and a peer)
         }
-        std::fprintf(out, "  %s: best peer %s %s, ftl %s: ftl %.2fx faster; target >= 1.5x: %s\n", figure,
-                     name.c_str(), bench::FormatValue(peer).c_str(), bench::FormatValue(ftl).c_str(),
-                     peer / ftl, verdict(peer / ftl >= 1.5));
+        verdicts.push_back(TargetVerdict{
+            Format("%s: best peer %s %s, ftl %s: ftl %.2fx faster; target >= 1.5x", figure, name.c_str(),
+                   bench::FormatValue(peer).c_str(), bench::FormatValue(ftl).c_str(), peer / ftl),
+            peer / ftl >= 1.5});
     }
     {
         double const ftl = MedianOf(table, "W4", "ftl");
         auto const [peer, name] = BestPeer(table, {"W4"});
         if (ftl > 0 && peer >= 0) {
-            std::fprintf(out, "  W4: best peer %s %s ns, ftl %s ns = %.2f of it; target <= 0.50: %s\n",
-                         name.c_str(), bench::FormatValue(peer).c_str(), bench::FormatValue(ftl).c_str(),
-                         ftl / peer, verdict(ftl <= 0.5 * peer));
+            verdicts.push_back(TargetVerdict{
+                Format("W4: best peer %s %s ns, ftl %s ns = %.2f of it; target <= 0.50", name.c_str(),
+                       bench::FormatValue(peer).c_str(), bench::FormatValue(ftl).c_str(), ftl / peer),
+                ftl <= 0.5 * peer});
         }
     }
     {
         double const ftl = MedianOf(table, "W5", "ftl");
         auto const [peer, name] = BestPeer(table, {"W5", "W5b"});
         if (ftl > 0 && peer >= 0) {
-            std::fprintf(out,
-                         "  W5: fastest peer mutex %s %s ns, ftl Fibtex %s ns = %.2fx; target <= 1.00x: %s\n",
-                         name.c_str(), bench::FormatValue(peer).c_str(), bench::FormatValue(ftl).c_str(),
-                         ftl / peer, verdict(ftl <= peer));
+            verdicts.push_back(TargetVerdict{
+                Format("W5: fastest peer mutex %s %s ns, ftl Fibtex %s ns = %.2fx; target <= 1.00x",
+                       name.c_str(), bench::FormatValue(peer).c_str(), bench::FormatValue(ftl).c_str(),
+                       ftl / peer),
+                ftl <= peer});
         }
     }
     {
         double const ftl = MedianOf(table, "W6", "ftl");
         double const reference = MedianOf(table, "W6", "reference");
         if (ftl > 0 && reference > 0) {
-            std::fprintf(out, "  W6: std::thread loop %s ms, ftl %s ms = %.3fx; target <= 1.05x: %s\n",
-                         bench::FormatValue(reference).c_str(), bench::FormatValue(ftl).c_str(),
-                         ftl / reference, verdict(ftl <= 1.05 * reference));
+            verdicts.push_back(
+                TargetVerdict{Format("W6: std::thread loop %s ms, ftl %s ms = %.3fx; target <= 1.05x",
+                                     bench::FormatValue(reference).c_str(), bench::FormatValue(ftl).c_str(),
+                                     ftl / reference),
+                              ftl <= 1.05 * reference});
         }
     }
     for (char const *figure : {"W7", "W7s"}) {
         double const ftl = MedianOf(table, figure, "ftl");
         if (ftl >= 0) {
-            std::fprintf(out, "  %s: ftl %s cpu-s over 2 s idle; target < 0.02: %s\n", figure,
-                         bench::FormatValue(ftl).c_str(), verdict(ftl < 0.02));
+            verdicts.push_back(TargetVerdict{Format("%s: ftl %s cpu-s over 2 s idle; target < 0.02", figure,
+                                                    bench::FormatValue(ftl).c_str()),
+                                             ftl < 0.02});
         }
     }
     {
         double const ftl = MedianOf(table, "W8", "ftl");
         double const futex = MedianOf(table, "W8", "reference");
         if (ftl > 0 && futex > 0) {
-            std::fprintf(out, "  W8: raw futex wake %s us, ftl %s us = %.2fx; target <= 1.5x: %s\n",
-                         bench::FormatValue(futex).c_str(), bench::FormatValue(ftl).c_str(), ftl / futex,
-                         verdict(ftl <= 1.5 * futex));
+            verdicts.push_back(TargetVerdict{
+                Format("W8: raw futex wake %s us, ftl %s us = %.2fx; target <= 1.5x",
+                       bench::FormatValue(futex).c_str(), bench::FormatValue(ftl).c_str(), ftl / futex),
+                ftl <= 1.5 * futex});
         }
     }
-    // No workload slower than any peer (lower is better for every figure).
+    // No figure where a peer beats ftl (lower is better for every figure).
     std::vector<std::string> slower;
     unsigned compared = 0;
     for (bench::Table::Row const &row : table.Rows()) {
@@ -324,15 +331,25 @@ void PrintTargets(std::FILE *out, bench::Table const &table) {
             }
         }
     }
-    if (compared == 0) {
-        std::fprintf(out, "  (no figure with both ftl and a peer in this run)\n");
-    } else if (slower.empty()) {
-        std::fprintf(out, "  no figure where a peer beats ftl: met\n");
-    } else {
-        std::fprintf(out, "  figures where a peer beats ftl (target: none): NOT met:\n");
+    if (compared != 0) {
+        std::string list;
         for (std::string const &item : slower) {
-            std::fprintf(out, "    %s\n", item.c_str());
+            list += (list.empty() ? "" : "; ") + item;
         }
+        verdicts.push_back(TargetVerdict{
+            Format("no figure where a peer beats ftl%s%s", slower.empty() ? "" : ": ", list.c_str()),
+            slower.empty()});
+    }
+    return verdicts;
+}
+
+void PrintTargets(std::FILE *out, std::vector<TargetVerdict> const &verdicts) {
+    std::fprintf(out, "\nPerformance targets (README), on this run's medians:\n");
+    if (verdicts.empty()) {
+        std::fprintf(out, "  (no figure with both ftl and a peer in this run)\n");
+    }
+    for (TargetVerdict const &verdict : verdicts) {
+        std::fprintf(out, "  %s: %s\n", verdict.Text.c_str(), verdict.Met ? "met" : "NOT met");
     }
 }
 
@@ -366,7 +383,7 @@ int main(int argc, char **argv) {
     std::vector<std::string> names = {"ftl"};
     std::vector<bool> built = {true};
     std::vector<bench::System> systems;
-    systems.push_back(bench::MakeFtlSystem("ftl", ftl::SchedulerFeatures{}));
+    systems.push_back(bench::MakeFtlSystem("ftl", ftl::detail::Mechanisms{}));
     auto const addPeer = [&](char const *name, bool isBuilt, auto make) {
         names.emplace_back(name);
         built.push_back(isBuilt);
@@ -403,11 +420,11 @@ int main(int argc, char **argv) {
     std::vector<std::string> featureNames = {"all on"};
     std::vector<bench::System> featureSystems;
     if (options.Features) {
-        for (FeatureFlag const &flag : kFeatureFlags) {
-            ftl::SchedulerFeatures features;
-            features.*flag.Flag = false;
+        for (ftl::detail::MechanismSwitch const &flag : ftl::detail::kMechanismSwitches) {
+            ftl::detail::Mechanisms mechanisms;
+            mechanisms.*flag.Flag = false;
             featureNames.push_back(std::string(flag.Name) + " off");
-            featureSystems.push_back(bench::MakeFtlSystem(featureNames.back(), features));
+            featureSystems.push_back(bench::MakeFtlSystem(featureNames.back(), mechanisms));
         }
     }
     bench::Table featureTable(featureNames, std::vector<bool>(featureNames.size(), true));
@@ -441,7 +458,7 @@ int main(int argc, char **argv) {
                                        }),
                         workloads.end());
     }
-    bench::System const ftlAllOn = bench::MakeFtlSystem("ftl", ftl::SchedulerFeatures{});
+    bench::System const ftlAllOn = bench::MakeFtlSystem("ftl", ftl::detail::Mechanisms{});
     for (bench::Workload const &workload : workloads) {
         for (bench::Figure const &figure : workload.Figures) {
             table.AddRow(figure, workload.Id, workload.Description);
@@ -541,15 +558,16 @@ int main(int argc, char **argv) {
                                       featureTable.FastestProbe() > 0 ? featureTable.FastestProbe() : 1e300);
     table.Print(stdout, fastProbe < 1e300 ? fastProbe : 0);
     if (options.Features) {
-        std::printf(
-            "\nftl with one scheduling mechanism off (SchedulerFeatures); medians, in parentheses over\n"
-            "\"all on\" (above 1: the mechanism helps on this workload):\n\n");
+        std::printf("\nftl with one scheduling mechanism off; medians, in parentheses over\n"
+                    "\"all on\" (above 1: the mechanism helps on this workload):\n\n");
         featureTable.Print(stdout, fastProbe < 1e300 ? fastProbe : 0);
         std::printf("\nftl with one mechanism off, every measurement:\n");
         featureTable.PrintDetails(stdout);
     }
+    std::vector<TargetVerdict> const verdicts =
+        bench::kSanitizedBuild ? std::vector<TargetVerdict>{} : JudgeTargets(table);
     if (!bench::kSanitizedBuild) {
-        PrintTargets(stdout, table);
+        PrintTargets(stdout, verdicts);
     }
 
     if (!options.JsonPath.empty()) {
@@ -580,6 +598,11 @@ int main(int argc, char **argv) {
                      << ", \"unit\": " << bench::JsonString(workload.Figures[f].Unit) << "}";
             }
             json << "]}";
+        }
+        json << "\n  ],\n  \"targets\": [";
+        for (std::size_t i = 0; i < verdicts.size(); ++i) {
+            json << (i == 0 ? "\n" : ",\n") << "    {\"text\": " << bench::JsonString(verdicts[i].Text)
+                 << ", \"met\": " << (verdicts[i].Met ? "true" : "false") << "}";
         }
         json << "\n  ],\n  \"results\": " << table.Json("  ");
         if (options.Features) {

@@ -7,6 +7,7 @@
 #include "ftl/fibtex.h"
 #include "ftl/task_counter.h"
 #include "ftl/task_scheduler.h"
+#include "scheduler/mechanisms.h"
 
 #include <atomic>
 #include <chrono>
@@ -24,20 +25,27 @@ namespace {
 // is built before, and destroyed after, the counters and Fibtexes tied to it.
 class Scheduler {
 public:
-    explicit Scheduler(ftl::TaskSchedulerInitOptions const &options) {
-        if (int const error = m_scheduler.Init(options); error != 0) {
+    // The measurement switches go through ftl's internal door; with all of
+    // them on (the default) this is TaskScheduler::Init(options).
+    Scheduler(ftl::TaskSchedulerInitOptions const &options, ftl::detail::Mechanisms const &mechanisms) {
+        Start(m_scheduler, options, mechanisms);
+    }
+    // All workers = all cores (or --threads), the given mechanisms, Sleep.
+    Scheduler(Sizes const &sizes, ftl::detail::Mechanisms const &mechanisms)
+        : Scheduler(Options(sizes), mechanisms) {}
+
+    static ftl::TaskSchedulerInitOptions Options(Sizes const &sizes) {
+        ftl::TaskSchedulerInitOptions options;
+        options.ThreadPoolSize = sizes.Threads;
+        return options;
+    }
+    static void Start(ftl::TaskScheduler &taskScheduler, ftl::TaskSchedulerInitOptions const &options,
+                      ftl::detail::Mechanisms const &mechanisms) {
+        if (int const error = ftl::detail::InitWithMechanisms(taskScheduler, options, mechanisms);
+            error != 0) {
             throw std::runtime_error(std::string("TaskScheduler::Init failed: ") +
                                      ftl::InitErrorString(error));
         }
-    }
-    // All workers = all cores (or --threads), the given mechanisms, Sleep.
-    Scheduler(Sizes const &sizes, ftl::SchedulerFeatures features) : Scheduler(Options(sizes, features)) {}
-
-    static ftl::TaskSchedulerInitOptions Options(Sizes const &sizes, ftl::SchedulerFeatures features) {
-        ftl::TaskSchedulerInitOptions options;
-        options.ThreadPoolSize = sizes.Threads;
-        options.Features = features;
-        return options;
     }
 
     ftl::TaskScheduler *Get() { return &m_scheduler; }
@@ -55,8 +63,8 @@ void CountTask(ftl::TaskScheduler *taskScheduler, void *arg) {
 
 class EmptyBatches final : public Fixture {
 public:
-    EmptyBatches(Sizes const &sizes, ftl::SchedulerFeatures features)
-        : m_scheduler(sizes, features), m_tally(m_scheduler.Threads()),
+    EmptyBatches(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
+        : m_scheduler(sizes, mechanisms), m_tally(m_scheduler.Threads()),
           m_tasks(kBatchSize, ftl::Task{CountTask, &m_tally}) {}
 
     void Run() override {
@@ -82,8 +90,8 @@ private:
 
 class ProducerConsumer final : public Fixture {
 public:
-    ProducerConsumer(Sizes const &sizes, ftl::SchedulerFeatures features)
-        : m_scheduler(sizes, features), m_consumers(m_scheduler.Threads()),
+    ProducerConsumer(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
+        : m_scheduler(sizes, mechanisms), m_consumers(m_scheduler.Threads()),
           m_producers(m_scheduler.Threads()), m_producerTasks(kProducers, ftl::Task{Producer, this}) {}
 
     void Run() override {
@@ -123,8 +131,8 @@ private:
 
 class FibonacciTree final : public Fixture {
 public:
-    FibonacciTree(Sizes const &sizes, ftl::SchedulerFeatures features)
-        : m_scheduler(sizes, features), m_n(sizes.FibN), m_tally(m_scheduler.Threads()) {}
+    FibonacciTree(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
+        : m_scheduler(sizes, mechanisms), m_n(sizes.FibN), m_tally(m_scheduler.Threads()) {}
 
     void Run() override {
         m_root = Node{m_n, 0, &m_tally};
@@ -171,8 +179,8 @@ private:
 // Ping waits for 2i and writes 2i + 1; pong waits for 2i + 1 and writes 2i + 2.
 class PingPong final : public Fixture {
 public:
-    PingPong(Sizes const &sizes, ftl::SchedulerFeatures features)
-        : m_scheduler(sizes, features), m_rounds(sizes.PingPongRounds), m_value(m_scheduler.Get()) {}
+    PingPong(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
+        : m_scheduler(sizes, mechanisms), m_rounds(sizes.PingPongRounds), m_value(m_scheduler.Get()) {}
 
     void Run() override {
         m_value.Store(0);
@@ -209,8 +217,8 @@ private:
 
 class ContendedFibtex final : public Fixture {
 public:
-    ContendedFibtex(Sizes const &sizes, ftl::SchedulerFeatures features)
-        : m_scheduler(sizes, features), m_lock(m_scheduler.Get()),
+    ContendedFibtex(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
+        : m_scheduler(sizes, mechanisms), m_lock(m_scheduler.Get()),
           m_tasks(kLockTasks, ftl::Task{Increment, this}) {}
 
     void Run() override {
@@ -244,8 +252,8 @@ private:
 
 class TriangleNumber final : public Fixture {
 public:
-    TriangleNumber(Sizes const &sizes, ftl::SchedulerFeatures features)
-        : m_scheduler(sizes, features), m_items(kTriangleTasks), m_tasks(kTriangleTasks) {
+    TriangleNumber(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
+        : m_scheduler(sizes, mechanisms), m_items(kTriangleTasks), m_tasks(kTriangleTasks) {
         for (std::uint64_t i = 0; i < kTriangleTasks; ++i) {
             m_items[i].Range = TriangleSlice(i);
             m_tasks[i] = ftl::Task{SumSlice, &m_items[i]};
@@ -293,8 +301,9 @@ private:
 // works after it.
 class Idle final : public Fixture {
 public:
-    Idle(Sizes const &sizes, ftl::TaskSchedulerInitOptions const &options)
-        : m_sizes(sizes), m_scheduler(options) {}
+    Idle(Sizes const &sizes, ftl::TaskSchedulerInitOptions const &options,
+         ftl::detail::Mechanisms const &mechanisms)
+        : m_sizes(sizes), m_scheduler(options, mechanisms) {}
 
     void Run() override {
         m_cpuSeconds = MeasureIdleCpu(m_sizes);
@@ -322,7 +331,8 @@ private:
 // Each started scheduler runs one task, so the pool works before it goes.
 class Startup final : public Fixture {
 public:
-    Startup(Sizes const &sizes, ftl::SchedulerFeatures features) : m_sizes(sizes), m_features(features) {}
+    Startup(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
+        : m_sizes(sizes), m_mechanisms(mechanisms) {}
 
     void Run() override {
         std::vector<double> small;
@@ -344,13 +354,11 @@ private:
 
     // Microseconds Init took.
     double StartOnce(unsigned poolSize) {
-        ftl::TaskSchedulerInitOptions options = Scheduler::Options(m_sizes, m_features);
+        ftl::TaskSchedulerInitOptions options = Scheduler::Options(m_sizes);
         options.FiberPoolSize = poolSize;
         ftl::TaskScheduler taskScheduler;
         auto const start = std::chrono::steady_clock::now();
-        if (int const error = taskScheduler.Init(options); error != 0) {
-            throw std::runtime_error(std::string("TaskScheduler::Init failed: ") + ftl::InitErrorString(error));
-        }
+        Scheduler::Start(taskScheduler, options, m_mechanisms);
         double const micros =
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
         ftl::TaskCounter counter(&taskScheduler);
@@ -360,7 +368,7 @@ private:
     }
 
     Sizes m_sizes;
-    ftl::SchedulerFeatures m_features;
+    ftl::detail::Mechanisms m_mechanisms;
     unsigned m_probed = 0;
     std::vector<double> m_figures;
 };
@@ -373,8 +381,8 @@ private:
 // the task reads the clock first thing.
 class WakeLatency final : public Fixture {
 public:
-    WakeLatency(Sizes const &sizes, ftl::SchedulerFeatures features)
-        : m_scheduler(sizes, features), m_samples(sizes.WakeSamples) {}
+    WakeLatency(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
+        : m_scheduler(sizes, mechanisms), m_samples(sizes.WakeSamples) {}
 
     void Run() override {
         m_starts.assign(m_samples, 0);
@@ -446,12 +454,12 @@ private:
 // deque of its own: one spawner task per worker adds them and waits. A thread
 // outside adds a probe task every kProbeGap. The figure is how long a probe
 // waits in the global queue: what the global-queue interval
-// (SchedulerFeatures::AdaptiveGlobalInterval) decides while no worker's local
+// (the AdaptiveGlobalInterval mechanism) decides while no worker's local
 // work runs out.
 class GlobalQueueLatency final : public Fixture {
 public:
-    GlobalQueueLatency(Sizes const &sizes, ftl::SchedulerFeatures features)
-        : m_scheduler(sizes, features), m_work(kLongTasks, ftl::Task{LongTask, this}),
+    GlobalQueueLatency(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
+        : m_scheduler(sizes, mechanisms), m_work(kLongTasks, ftl::Task{LongTask, this}),
           m_spawners(m_scheduler.Threads(), ftl::Task{Spawner, this}) {}
 
     void Run() override {
@@ -541,43 +549,43 @@ private:
 };
 
 template <class T>
-Implementation Make(char const *workloadId, char const *primitive, ftl::SchedulerFeatures features) {
-    return Implementation{workloadId, primitive, [features](Sizes const &sizes) -> std::unique_ptr<Fixture> {
-                              return std::make_unique<T>(sizes, features);
+Implementation Make(char const *workloadId, char const *primitive, ftl::detail::Mechanisms mechanisms) {
+    return Implementation{workloadId, primitive,
+                          [mechanisms](Sizes const &sizes) -> std::unique_ptr<Fixture> {
+                              return std::make_unique<T>(sizes, mechanisms);
                           }};
 }
 
 } // namespace
 
-System MakeFtlSystem(std::string name, ftl::SchedulerFeatures features) {
+System MakeFtlSystem(std::string name, ftl::detail::Mechanisms const &mechanisms) {
     System system{std::move(name), {}};
     auto &list = system.Implementations;
-    list.push_back(Make<EmptyBatches>("W1", "AddTasks + TaskCounter + WaitForCounter per batch", features));
-    list.push_back(Make<ProducerConsumer>("W2", "AddTasks + TaskCounter, producers wait in tasks", features));
+    list.push_back(Make<EmptyBatches>("W1", "AddTasks + TaskCounter + WaitForCounter per batch", mechanisms));
     list.push_back(
-        Make<FibonacciTree>("W3", "AddTasks(2) + TaskCounter + WaitForCounter per node", features));
-    list.push_back(Make<PingPong>("W4", "FullAtomicCounter, WaitForCounter(counter, value)", features));
-    list.push_back(Make<ContendedFibtex>("W5", "Fibtex, std::lock_guard", features));
-    list.push_back(Make<ContendedFibtex>("W5b", "Fibtex, std::lock_guard", features));
-    list.push_back(Make<TriangleNumber>("W6", "one AddTasks + TaskCounter", features));
+        Make<ProducerConsumer>("W2", "AddTasks + TaskCounter, producers wait in tasks", mechanisms));
+    list.push_back(
+        Make<FibonacciTree>("W3", "AddTasks(2) + TaskCounter + WaitForCounter per node", mechanisms));
+    list.push_back(Make<PingPong>("W4", "FullAtomicCounter, WaitForCounter(counter, value)", mechanisms));
+    list.push_back(Make<ContendedFibtex>("W5", "Fibtex, std::lock_guard", mechanisms));
+    list.push_back(Make<ContendedFibtex>("W5b", "Fibtex, std::lock_guard", mechanisms));
+    list.push_back(Make<TriangleNumber>("W6", "one AddTasks + TaskCounter", mechanisms));
     list.push_back(Implementation{"W7", "TaskSchedulerInitOptions defaults (Behavior = Sleep)",
-                                  [features](Sizes const &sizes) -> std::unique_ptr<Fixture> {
-                                      ftl::TaskSchedulerInitOptions options;
-                                      options.ThreadPoolSize = sizes.Threads;
-                                      options.Features = features;
-                                      return std::make_unique<Idle>(sizes, options);
+                                  [mechanisms](Sizes const &sizes) -> std::unique_ptr<Fixture> {
+                                      return std::make_unique<Idle>(sizes, Scheduler::Options(sizes),
+                                                                    mechanisms);
                                   }});
-    list.push_back(Implementation{
-        "W7s", "EmptyQueueBehavior::Sleep", [features](Sizes const &sizes) -> std::unique_ptr<Fixture> {
-            ftl::TaskSchedulerInitOptions options = Scheduler::Options(sizes, features);
-            options.Behavior = ftl::EmptyQueueBehavior::Sleep;
-            return std::make_unique<Idle>(sizes, options);
-        }});
+    list.push_back(Implementation{"W7s", "EmptyQueueBehavior::Sleep",
+                                  [mechanisms](Sizes const &sizes) -> std::unique_ptr<Fixture> {
+                                      ftl::TaskSchedulerInitOptions options = Scheduler::Options(sizes);
+                                      options.Behavior = ftl::EmptyQueueBehavior::Sleep;
+                                      return std::make_unique<Idle>(sizes, options, mechanisms);
+                                  }});
     list.push_back(
-        Make<WakeLatency>("W8", "AddTask from a non-worker thread, every worker parked", features));
-    list.push_back(
-        Make<GlobalQueueLatency>("M1", "AddTask from a non-worker thread while workers are busy", features));
-    list.push_back(Make<Startup>("S1", "TaskScheduler::Init, one task, destruction", features));
+        Make<WakeLatency>("W8", "AddTask from a non-worker thread, every worker parked", mechanisms));
+    list.push_back(Make<GlobalQueueLatency>("M1", "AddTask from a non-worker thread while workers are busy",
+                                            mechanisms));
+    list.push_back(Make<Startup>("S1", "TaskScheduler::Init, one task, destruction", mechanisms));
     return system;
 }
 

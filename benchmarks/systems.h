@@ -9,10 +9,16 @@
 
 #include <string>
 
+namespace ftl {
+namespace detail {
+struct Mechanisms; // source/scheduler/mechanisms.h: the measurement switches
+} // namespace detail
+} // namespace ftl
+
 namespace bench {
 
 // ftl with the given scheduling mechanisms (all on: the default).
-System MakeFtlSystem(std::string name, ftl::SchedulerFeatures features);
+System MakeFtlSystem(std::string name, ftl::detail::Mechanisms const &mechanisms);
 // Hand-written references and raw hardware limits: a plain std::thread loop
 // for W6, a bare futex wake for W8, R1 and R2.
 System MakeReferenceSystem();

@@ -61,17 +61,6 @@ enum class InitError : int {
 };
 char const *InitErrorString(int error);
 
-// Scheduling mechanisms that can each be switched off, to measure what each
-// one earns. Everything on is the tuned default.
-struct SchedulerFeatures {
-    bool Budget = true;                 // 128 items a tick, then the global queue and the stats
-    bool AdaptiveGlobalInterval = true; // global-queue check interval from an EWMA of task time
-    bool SearcherLimit = true;          // at most half the workers search for work at once
-    bool SpinBeforePark = true;         // look for work a short while before parking
-    bool ReadyFibersFirst = true;       // resume ready fibers before starting new tasks
-    bool InlineChildren = true;         // a TaskCounter wait first runs the counter's own queued tasks itself
-};
-
 struct TaskSchedulerInitOptions {
     // The fiber pool's size: one fiber per worker thread (the thread that
     // called Init is fiber 0) plus one for each task that waits at once.
@@ -98,7 +87,6 @@ struct TaskSchedulerInitOptions {
     // handler installed before it, and an alternate signal stack on each
     // worker thread.
     bool CatchStackOverflow = true;
-    SchedulerFeatures Features;
 };
 
 constexpr unsigned kInvalidIndex = std::numeric_limits<unsigned>::max();

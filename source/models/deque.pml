@@ -2,7 +2,7 @@
  * The owner-side batch pop of the Chase-Lev deque against concurrent thieves,
  * for the SPIN model checker.
  *
- * What each step stands for (source/work_deque.h, WorkDeque):
+ * What each step stands for (source/queue/work_deque.h, WorkDeque):
  *   Push       read m_bottom, write the cell, publish m_bottom + 1 (the
  *              buffer never grows here: it holds every item the model pushes,
  *              so Grow and its read of m_top are left out)
@@ -20,7 +20,7 @@
  * SPIN explores sequentially consistent interleavings: each fence is a point
  * in that single order, and each CAS is an atomic block. The relaxed and
  * acquire accesses of the code are therefore stronger here than in C++; the
- * C++ argument for the fences is the one in the comments of work_deque.h.
+ * C++ argument for the fences is the one in the comments of queue/work_deque.h.
  * A cell is a shared byte read or written in one step, so a thief reading a
  * cell that the owner rewrites (with MIXED, a push after a pop reuses the
  * index) is among the interleavings explored. The buffer never wraps around

@@ -2,21 +2,22 @@
  * The park/wake protocol of ftl's idle workers, for the SPIN model checker.
  *
  * What each step stands for (source/ paths):
- *   FindWork / AnyWorkVisible   worker.cpp  Scheduler::FindWork, AnyWorkVisible
- *   FoundWork (chain wake-up)   worker.cpp  Scheduler::FoundWork
- *   TryBecomeSearcher           idle.h      IdleState::TryBecomeSearcher (a load, then an add)
- *   announce                    worker.cpp  Scheduler::Park step 1 (IdleState::SetParked,
- *                                           then StopSearching)
- *   re-check / take bit back    worker.cpp  Scheduler::Park step 2 (AnyWorkVisible, UnsetParked)
- *   sleep                       worker.cpp  Scheduler::Park step 3 (m_wakeSeq, IsParked, FutexWait)
- *   publish + NotifyWork        task_scheduler.cpp Scheduler::AddTasks; worker.cpp NotifyWork
- *   ClaimAny / ClaimSpecific    idle.cpp    IdleState::ClaimAny, ClaimSpecific
- *   WakeWorker                  worker.cpp  Scheduler::WakeWorker (bump m_wakeSeq, futex wake)
- *   pinned ready                wait.cpp    Scheduler::ReadyFiber (inbox push, fence, ClaimSpecific)
+ *   FindWork / AnyWorkVisible   scheduler/worker.cpp Worker::FindWork; scheduler/scheduler.cpp
+ *                               Scheduler::AnyWorkVisible (the hooks' WorkVisible)
+ *   FoundWork (chain wake-up)   idle/idle.h  IdleState::FoundWork
+ *   TryBecomeSearcher           idle/idle.cpp IdleState::TryBecomeSearcher (a load, then an add)
+ *   announce                    idle/idle.h  IdleState::Park step 1 (SetParked, then StopSearching)
+ *   re-check / take bit back    idle/idle.h  IdleState::Park step 2 (WorkVisible, UnsetParked)
+ *   sleep                       idle/idle.h  IdleState::Park step 3 (WakeSeq, IsParked, FutexWait)
+ *   publish + NotifyWork        scheduler/scheduler.cpp Scheduler::AddTasks; idle/idle.cpp Notify
+ *   ClaimAny / ClaimSpecific    idle/idle.cpp IdleState::ClaimAny, ClaimSpecific
+ *   WakeWorker                  idle/idle.cpp IdleState::Wake (bump WakeSeq, futex wake)
+ *   pinned ready                scheduler/wait.cpp ReadyFiber (inbox push; IdleState::NotifyOne:
+ *                               fence, ClaimSpecific)
  *
  * SPIN explores sequentially consistent interleavings: this is the protocol
  * under the seq_cst fences the code puts between "publish" and "check" on both
- * sides (NotifyWork, ReadyFiber, Park).
+ * sides (Notify, NotifyOne, Park).
  *
  * This model found a real bug: the claimer once counted the woken worker as
  * a searcher after clearing its bit, so the woken worker could stop

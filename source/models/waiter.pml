@@ -6,16 +6,18 @@
  *
  * What each step stands for (source/ paths):
  *   fast path                task_scheduler.cpp WaitForValue (CounterOps::Value)
- *   mark Waiting + switch    wait.cpp Scheduler::Wait, fiber.cpp SwitchFiber
- *   switch completes         fiber.cpp FinishSwitch (From->Context saved)
- *   register                 counters.cpp CounterOps::Register: under the list
- *                            lock, a CAS on m_state that checks the value and
- *                            adds one waiter, then Append
- *   decrement                task_counter.h TaskCounter::Decrement (one RMW on
- *                            m_state returning value and waiter count)
- *   wake                     counters.cpp BaseCounter::WakeWaiters: under the
+ *   mark Waiting + switch    scheduler/wait.cpp Park, scheduler/worker.cpp Worker::SwitchTo,
+ *                            fiber/fiber.cpp SwitchFiber
+ *   switch completes         fiber/fiber.cpp Arrive (From->Context saved)
+ *   register                 scheduler/wait.cpp PublishWaiter, called by the post-switch
+ *                            step (Worker::AfterSwitchStep); waitables/counters.cpp
+ *                            CounterOps::Register: under the list lock, a CAS on m_state
+ *                            that checks the value and adds one waiter, then Append
+ *   decrement                waitables/counters.cpp CounterOps::Finish (one RMW on m_state
+ *                            returning value and waiter count)
+ *   wake                     waitables/counters.cpp BaseCounter::WakeWaiters: under the
  *                            lock, TakeMatching and subtract the waiter count
- *   ready                    wait.cpp Scheduler::ReadyFiber
+ *   ready                    scheduler/wait.cpp ReadyFiber
  *
  * Checked: a fiber is readied only once its context is saved (never while
  * its registers are still being saved), at most once; and when nothing can

@@ -28,7 +28,8 @@ struct Event {
 };
 
 std::ostream &operator<<(std::ostream &out, Event const &event) {
-    return out << (event.Attached ? "attach " : "detach ") << event.Fiber << (event.MidTask ? " (mid-task)" : "");
+    return out << (event.Attached ? "attach " : "detach ") << event.Fiber
+               << (event.MidTask ? " (mid-task)" : "");
 }
 
 // Every fiber event, in the order the one thread reported them.

@@ -85,7 +85,8 @@ TEST_CASE("Lineage code: ThreadLocal::GetAllValues has one value per thread", "[
     ftl::ThreadLocal<unsigned> touches(&taskScheduler);
     std::vector<ftl::Task> tasks(threads, ftl::Task{lineage::Touch, &touches});
     ftl::TaskCounter counter(&taskScheduler);
-    taskScheduler.AddTasks(static_cast<unsigned>(tasks.size()), tasks.data(), ftl::TaskPriority::Low, &counter);
+    taskScheduler.AddTasks(static_cast<unsigned>(tasks.size()), tasks.data(), ftl::TaskPriority::Low,
+                           &counter);
     taskScheduler.WaitForCounter(&counter, 0);
 
     // However the tasks spread over the threads, there is one value per

@@ -4,6 +4,7 @@
 #include "ftl/atomic_counter.h"
 #include "ftl/task_counter.h"
 #include "ftl/task_scheduler.h"
+#include "scheduler/mechanisms.h"
 #include "test_support.h"
 
 #include <csignal>
@@ -41,8 +42,9 @@ void RunOneTask(unsigned threads, ftl::TaskFunction function, void *arg, std::si
     ftl::TaskScheduler ts;
     ftl::TaskSchedulerInitOptions options = Options(threads);
     options.FiberStackSize = stackSize;
-    options.Features.InlineChildren = inlineChildren;
-    REQUIRE(ts.Init(options) == 0);
+    ftl::detail::Mechanisms mechanisms;
+    mechanisms.InlineChildren = inlineChildren;
+    REQUIRE(ftl::detail::InitWithMechanisms(ts, options, mechanisms) == 0);
     ftl::TaskCounter counter(&ts);
     ts.AddTask({function, arg}, ftl::TaskPriority::Normal, &counter);
     ts.WaitForCounter(&counter);

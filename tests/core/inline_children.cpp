@@ -1,5 +1,5 @@
 // A TaskCounter wait runs the counter's own queued tasks on the waiting fiber
-// (SchedulerFeatures::InlineChildren), taking them a batch at a time. These
+// (the InlineChildren mechanism), taking them a batch at a time. These
 // tests pin down what that must never change: a child held in a batch is
 // never hidden from a sibling waiting for it, a higher-priority task still
 // goes first, and every task has at least 3/4 of FiberStackSize to itself.

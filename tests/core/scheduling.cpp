@@ -1,6 +1,6 @@
 // What the scheduling mechanisms must achieve: no starvation by a fiber
 // ping-pong, priorities, ready fibers first, correct results with each
-// SchedulerFeatures switch off and under every EmptyQueueBehavior (also
+// measurement switch off and under every EmptyQueueBehavior (also
 // changed at run time), destruction that runs every added task, Sleep-mode
 // wake-ups that are never lost, and an idle scheduler that costs no CPU.
 #include "behavior_name.h"
@@ -8,6 +8,7 @@
 #include "ftl/fibtex.h"
 #include "ftl/task_counter.h"
 #include "ftl/task_scheduler.h"
+#include "scheduler/mechanisms.h"
 #include "test_support.h"
 
 #include <algorithm>
@@ -136,9 +137,16 @@ void RunMixedWorkload(ftl::TaskScheduler &ts, unsigned fibN = 16) {
 
 TEST_CASE("A ping-pong of fibers cannot starve a queued task", "[scheduling]") {
     // One thread: the ping-pong pair always has a ready fiber, so only the
-    // tick's turn for the task deques lets the third task in.
+    // tick's turn for the task deques lets the third task in. A liveness
+    // rule: it holds with any measurement switch off (the last value: none).
+    auto const off = GENERATE(range(0u, ftl::detail::kNumMechanismSwitches + 1));
+    ftl::detail::Mechanisms mechanisms;
+    if (off < ftl::detail::kNumMechanismSwitches) {
+        mechanisms.*ftl::detail::kMechanismSwitches[off].Flag = false;
+    }
+    CAPTURE(off < ftl::detail::kNumMechanismSwitches ? ftl::detail::kMechanismSwitches[off].Name : "none");
     ftl::TaskScheduler ts;
-    REQUIRE(ts.Init(Options(1)) == 0);
+    REQUIRE(ftl::detail::InitWithMechanisms(ts, Options(1), mechanisms) == 0);
 
     constexpr unsigned kRounds = 2000;
     std::atomic<unsigned> exchanges{0};
@@ -232,11 +240,10 @@ TEST_CASE("The global queue is not starved by local work", "[scheduling]") {
     // added from an outside thread goes to the global queue, which the worker
     // checks every m_globalInterval items (at most 255): it must run long
     // before the chain would end on its own.
-    auto adaptive = GENERATE(true, false);
+    ftl::detail::Mechanisms mechanisms;
+    mechanisms.AdaptiveGlobalInterval = GENERATE(true, false);
     ftl::TaskScheduler ts;
-    ftl::TaskSchedulerInitOptions options = Options(1);
-    options.Features.AdaptiveGlobalInterval = adaptive;
-    REQUIRE(ts.Init(options) == 0);
+    REQUIRE(ftl::detail::InitWithMechanisms(ts, Options(1), mechanisms) == 0);
 
     Chain chain;
     ftl::TaskCounter counter(&ts);
@@ -308,7 +315,7 @@ TEST_CASE("High-priority tasks run before Normal ones", "[scheduling]") {
 }
 
 TEST_CASE("A readied fiber runs before new tasks", "[scheduling]") {
-    // docs/design.adoc, invariant 3 (SchedulerFeatures::ReadyFibersFirst, on by
+    // docs/design.adoc, invariant 3 (Mechanisms::ReadyFibersFirst, on by
     // default), at one thread where the order is deterministic.
     ftl::TaskScheduler ts;
     REQUIRE(ts.Init(Options(1)) == 0);
@@ -344,26 +351,21 @@ TEST_CASE("A readied fiber runs before new tasks", "[scheduling]") {
     REQUIRE(resumedAt.load() < firstFreshAt.load());
 }
 
-TEST_CASE("Each SchedulerFeatures switch off still gives correct results", "[scheduling]") {
+TEST_CASE("Each mechanism switched off still gives correct results", "[scheduling]") {
     unsigned const threads = FTL_GENERATE_THREAD_COUNT();
-    int const feature = GENERATE(range(0, 7));
-    char const *const names[] = {"Budget",         "AdaptiveGlobalInterval", "SearcherLimit",
-                                 "SpinBeforePark", "ReadyFibersFirst",       "InlineChildren",
-                                 "all of them"};
-    CAPTURE(threads, names[feature]);
+    // One switch off, or (the last value) all of them.
+    auto const which = GENERATE(range(0u, ftl::detail::kNumMechanismSwitches + 1));
+    bool const all = which == ftl::detail::kNumMechanismSwitches;
+    CAPTURE(threads, all ? "all of them" : ftl::detail::kMechanismSwitches[which].Name);
 
-    ftl::TaskSchedulerInitOptions options = Options(threads);
-    ftl::SchedulerFeatures &features = options.Features;
-    bool *const switches[] = {&features.Budget,           &features.AdaptiveGlobalInterval,
-                              &features.SearcherLimit,    &features.SpinBeforePark,
-                              &features.ReadyFibersFirst, &features.InlineChildren};
-    for (int i = 0; i < 6; ++i) {
-        if (feature == i || feature == 6) {
-            *switches[i] = false;
+    ftl::detail::Mechanisms mechanisms;
+    for (unsigned i = 0; i < ftl::detail::kNumMechanismSwitches; ++i) {
+        if (all || i == which) {
+            mechanisms.*ftl::detail::kMechanismSwitches[i].Flag = false;
         }
     }
     ftl::TaskScheduler ts;
-    REQUIRE(ts.Init(options) == 0);
+    REQUIRE(ftl::detail::InitWithMechanisms(ts, Options(threads), mechanisms) == 0);
     // With ReadyFibersFirst and InlineChildren off, every Fibonacci node
     // parks on a fiber of its own while new nodes start first: fib(16) grows
     // the pool to 2,000 fibers, and ThreadSanitizer spends about 4 ms making

@@ -24,6 +24,7 @@
 #include "ftl/task.h"
 #include "ftl/task_counter.h"
 #include "ftl/task_scheduler.h"
+#include "scheduler/mechanisms.h"
 
 #include <algorithm>
 #include <chrono>
@@ -2070,22 +2071,19 @@ RoundReport RunRound(RoundOptions const &options, RoundMonitor &monitor) {
     init.Callbacks.OnFibersCreated = RecordFiberCount;
     init.Callbacks.OnFiberPoolGrown = RecordFiberCount;
     init.Behavior = kBehaviors[RandomBehaviorIndex(rng)];
-    // Now and then switch a scheduling feature off: each one changes which
+    // Now and then switch a scheduling mechanism off: each one changes which
     // paths the work takes.
+    ftl::detail::Mechanisms mechanisms;
     std::string features;
     if (rng.Percent(30)) {
-        bool *const switches[] = {&init.Features.Budget,           &init.Features.AdaptiveGlobalInterval,
-                                  &init.Features.SearcherLimit,    &init.Features.SpinBeforePark,
-                                  &init.Features.ReadyFibersFirst, &init.Features.InlineChildren};
-        char const *const names[] = {"Budget",         "AdaptiveGlobalInterval", "SearcherLimit",
-                                     "SpinBeforePark", "ReadyFibersFirst",       "InlineChildren"};
         unsigned const off = rng.Range(1, 2);
         for (unsigned i = 0; i < off; ++i) {
-            unsigned const which = rng.Below(6);
-            if (*switches[which]) {
-                *switches[which] = false;
-                features += features.empty() ? " features off: " : ",";
-                features += names[which];
+            ftl::detail::MechanismSwitch const &which =
+                ftl::detail::kMechanismSwitches[rng.Below(ftl::detail::kNumMechanismSwitches)];
+            if (mechanisms.*which.Flag) {
+                mechanisms.*which.Flag = false;
+                features += features.empty() ? " mechanisms off: " : ",";
+                features += which.Name;
             }
         }
     }
@@ -2113,7 +2111,7 @@ RoundReport RunRound(RoundOptions const &options, RoundMonitor &monitor) {
     {
         monitor.Phase.store("Init", std::memory_order_relaxed);
         ftl::TaskScheduler ts;
-        int const initResult = ts.Init(init);
+        int const initResult = ftl::detail::InitWithMechanisms(ts, init, mechanisms);
         if (initResult != 0) {
             report.Failures.push_back(std::string("TaskScheduler::Init failed: ") +
                                       ftl::InitErrorString(initResult));

@@ -1,5 +1,5 @@
 // Internal: the storage of a waiter list, embedded in counters and Fibtex.
-// Its logic lives in source/wait_list.h; nothing here is API.
+// Its logic lives in source/wait/wait_list.h; nothing here is API.
 #pragma once
 
 #include <atomic>

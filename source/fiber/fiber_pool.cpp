@@ -1,4 +1,4 @@
-#include "fiber_pool.h"
+#include "fiber/fiber_pool.h"
 
 #include "ftl/assert.h"
 
@@ -8,7 +8,7 @@ namespace ftl {
 namespace detail {
 
 bool FiberPool::Init(unsigned size, unsigned numWorkers, std::size_t stackSize, FiberPoolPolicy policy,
-                     EventCallbacks const &callbacks, Entry entry, Fiber *threadFiber0) {
+                     EventCallbacks const &callbacks, FiberEntry entry, Fiber *threadFiber0) {
     m_numLocal = numWorkers;
     m_local.reset(new FreeList[numWorkers]);
     m_stackSize = stackSize;
@@ -48,7 +48,7 @@ void FiberPool::DestroyAll() {
         }
         for (unsigned i = 0; i < kChunkSize; ++i) {
             if (chunk[i].Mapping != nullptr) {
-                DestroyPoolFiber(chunk[i]);
+                UnmakeFiberStack(chunk[i]);
             }
         }
         delete[] chunk;
@@ -76,7 +76,7 @@ Fiber *FiberPool::Make(unsigned index) {
     std::fenv_t callersEnv;
     std::fegetenv(&callersEnv);
     std::fesetenv(&m_initFloatEnv);
-    bool const made = CreatePoolFiber(*fiber, index, m_stackSize, m_entry);
+    bool const made = MakeFiberStack(*fiber, index, m_stackSize, m_entry);
     std::fesetenv(&callersEnv);
     return made ? fiber : nullptr;
 }
@@ -152,9 +152,10 @@ Fiber *FiberPool::TakeFresh() {
                                             std::memory_order_relaxed));
     Fiber *fiber = Make(index);
     if (fiber == nullptr) {
-        FTL_FATAL("the fiber pool could not make fiber %u: mmap refused a stack of %zu bytes (each fiber takes "
-                  "two mappings, its stack and its guard page; see vm.max_map_count and the memory limits)",
-                  index, m_stackSize);
+        FTL_FATAL(
+            "the fiber pool could not make fiber %u: mmap refused a stack of %zu bytes (each fiber takes "
+            "two mappings, its stack and its guard page; see vm.max_map_count and the memory limits)",
+            index, m_stackSize);
     }
     return fiber;
 }

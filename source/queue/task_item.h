@@ -1,5 +1,5 @@
-// A queued unit of work: a task with its counter, or (Function == nullptr) a
-// ready fiber to resume, carried in Arg.
+// A queued unit of work: a task with its counter, or a ready fiber to resume
+// (Function == nullptr, the fiber in Arg).
 #pragma once
 
 #include "ftl/task.h"
@@ -12,10 +12,16 @@ class TaskCounter;
 
 namespace detail {
 
+struct Fiber;
+
 struct TaskItem {
     TaskFunction Function = nullptr;
     void *Arg = nullptr;
     TaskCounter *Counter = nullptr;
+
+    static TaskItem ReadyFiber(Fiber *fiber) { return TaskItem{nullptr, fiber, nullptr}; }
+    bool IsReadyFiber() const { return Function == nullptr; }
+    Fiber *AsFiber() const { return static_cast<Fiber *>(Arg); }
 };
 
 // A deque cell holding a TaskItem as three relaxed atomics (see work_deque.h).

@@ -8,7 +8,7 @@
 #pragma once
 
 #include "ftl/detail/wait_list.h"
-#include "platform.h"
+#include "platform/platform.h"
 
 namespace ftl {
 namespace detail {

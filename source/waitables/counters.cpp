@@ -9,11 +9,12 @@
 // since linking happens under that lock), or the waiter's CAS sees the new
 // value and does not wait. An operation that sees no waiters never touches the
 // counter again, so a fiber released by it may destroy the counter at once.
-#include "counter_ops.h"
 #include "ftl/assert.h"
 #include "ftl/atomic_counter.h"
 #include "ftl/task_counter.h"
-#include "scheduler.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/wait.h"
+#include "waitables/counter_ops.h"
 
 namespace ftl {
 
@@ -57,12 +58,12 @@ void BaseCounter::WakeWaiters(unsigned value) {
     if (chain == nullptr) {
         return;
     }
-    detail::Scheduler *scheduler = detail::Scheduler::Of(taskScheduler);
+    detail::Scheduler &scheduler = *detail::Scheduler::Of(taskScheduler);
     while (chain != nullptr) {
         // Read the node before readying its fiber: the node lives on that
         // fiber's stack and is gone once the fiber runs.
         detail::WaitNode *next = chain->Next;
-        scheduler->ReadyFiber(chain->Waiter, chain->PinnedTo);
+        detail::ReadyFiber(scheduler, chain->Waiter, chain->PinnedTo);
         chain = next;
     }
 }

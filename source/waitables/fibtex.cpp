@@ -11,8 +11,9 @@
 #include "ftl/fibtex.h"
 
 #include "ftl/assert.h"
-#include "scheduler.h"
-#include "wait_list.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/wait.h"
+#include "wait/wait_list.h"
 
 namespace ftl {
 
@@ -69,7 +70,7 @@ Fibtex::~Fibtex() {
 }
 
 void Fibtex::SetOwner() {
-    m_owner.store(detail::CurrentFiberIdentity(), std::memory_order_relaxed);
+    m_owner.store(detail::CurrentTaskIdentity(), std::memory_order_relaxed);
 }
 
 bool Fibtex::try_lock() {
@@ -120,14 +121,14 @@ void Fibtex::LockSlow(bool pinToThread) {
             FTL_FATAL("Fibtex::lock must park, but the calling thread is not a worker of the Fibtex's "
                       "TaskScheduler (or the scheduler is not initialized)");
         }
-        scheduler->Wait(worker, pinToThread, &detail::FibtexOps::Register, this, 0);
+        detail::Park(worker, pinToThread, &detail::FibtexOps::Register, this, 0);
         state = m_state.exchange(kContended, std::memory_order_acquire);
     }
     SetOwner();
 }
 
 void Fibtex::unlock() {
-    void const *const self = detail::CurrentFiberIdentity();
+    void const *const self = detail::CurrentTaskIdentity();
     void const *const owner = m_owner.load(std::memory_order_relaxed);
     if (owner != self) {
         if (owner == nullptr) {
@@ -154,7 +155,7 @@ void Fibtex::unlock() {
         }
     }
     if (fiber != nullptr) {
-        detail::Scheduler::Of(taskScheduler)->ReadyFiber(fiber, pinnedTo);
+        detail::ReadyFiber(*detail::Scheduler::Of(taskScheduler), fiber, pinnedTo);
     }
 }
 

@@ -4,7 +4,7 @@
 // without taking the lock.
 #pragma once
 
-#include "task_item.h"
+#include "queue/task_item.h"
 
 #include <atomic>
 #include <cstddef>

@@ -1,4 +1,6 @@
-// Thin wrappers over the OS: futex, affinity, pause, page size.
+// The platform layer: thin wrappers over the OS and the CPU (futex, affinity,
+// the spin-wait hint, page size, a thread's stack, the clock). Nothing above
+// this layer calls the OS for these.
 #pragma once
 
 #include <atomic>
@@ -18,6 +20,9 @@ inline void CpuRelax() {
     asm volatile("yield");
 #endif
 }
+
+// Gives the rest of the calling thread's time slice to another thread.
+void YieldThread();
 
 // Sleeps while *word == expected (or until woken; may return spuriously).
 void FutexWait(std::atomic<std::uint32_t> *word, std::uint32_t expected);
@@ -40,6 +45,9 @@ std::size_t PageSize();
 
 // The lowest address of the calling thread's stack, or 0 if it cannot be had.
 std::uintptr_t ThreadStackFloor();
+
+// Monotonic clock in nanoseconds.
+std::uint64_t NowNs();
 
 } // namespace detail
 } // namespace ftl

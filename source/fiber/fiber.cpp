@@ -1,10 +1,7 @@
-#include "fiber.h"
+#include "fiber/fiber.h"
 
 #include "ftl/assert.h"
-#include "ftl/callbacks.h"
-#include "platform.h"
-#include "scheduler.h"
-#include "worker.h"
+#include "platform/platform.h"
 
 #include <sys/mman.h>
 
@@ -62,7 +59,50 @@ void Fiber::Transition(FiberState from, FiberState to) {
     State.store(to, std::memory_order_relaxed);
 }
 
-bool CreatePoolFiber(Fiber &fiber, unsigned index, std::size_t stackSize, void (*entry)(ctx::transfer_t)) {
+namespace {
+
+// What a switch leaves on the stack of the fiber it leaves, for the fiber
+// switched to.
+struct Jump {
+    Fiber *From;
+    Fiber *To;
+    void *Message;
+};
+
+// The receiving half of a switch: tells the sanitizers which stack runs now,
+// saves the left fiber's context, returns the message.
+void *Arrive(ctx::transfer_t transfer) {
+    auto *jump = static_cast<Jump *>(transfer.data);
+#if FTL_ASAN
+    {
+        void const *oldLow = nullptr;
+        std::size_t oldSize = 0;
+        __sanitizer_finish_switch_fiber(jump->To->AsanFakeStack, &oldLow, &oldSize);
+        if (jump->From->IsThreadFiber && jump->From->StackLow == nullptr) {
+            // A thread's own stack is learned the first time we leave it.
+            jump->From->StackLow = const_cast<void *>(oldLow);
+            jump->From->StackSize = oldSize;
+        }
+    }
+#endif
+    // Copied before the context is saved: the Jump lives on the left fiber's
+    // stack, which may run again once the scheduler publishes that fiber.
+    void *const message = jump->Message;
+    jump->From->Context = transfer.fctx;
+    return message;
+}
+
+// Where every pool fiber's context starts.
+[[noreturn]] void Trampoline(ctx::transfer_t transfer) {
+    Fiber *const self = static_cast<Jump *>(transfer.data)->To;
+    void *const message = Arrive(transfer);
+    self->Entry(message);
+    FTL_FATAL("fiber %u: its entry function returned", self->Index);
+}
+
+} // namespace
+
+bool MakeFiberStack(Fiber &fiber, unsigned index, std::size_t stackSize, FiberEntry entry) {
     std::size_t const page = PageSize();
     std::size_t const usable = (stackSize + page - 1) / page * page;
     std::size_t const mappingSize = usable + page; // one guard page below the stack
@@ -81,10 +121,11 @@ bool CreatePoolFiber(Fiber &fiber, unsigned index, std::size_t stackSize, void (
     fiber.StackSize = usable;
     fiber.StackFloor = reinterpret_cast<std::uintptr_t>(fiber.StackLow);
     fiber.Index = index;
+    fiber.Entry = entry;
     fiber.IsThreadFiber = false;
     fiber.State.store(FiberState::Free, std::memory_order_relaxed);
     // fcontext stacks grow down from the top address.
-    fiber.Context = ctx::make_fcontext(static_cast<char *>(fiber.StackLow) + usable, usable, entry);
+    fiber.Context = ctx::make_fcontext(static_cast<char *>(fiber.StackLow) + usable, usable, &Trampoline);
 #if FTL_TSAN
     fiber.TsanFiber = __tsan_create_fiber(0);
 #endif
@@ -95,7 +136,7 @@ bool CreatePoolFiber(Fiber &fiber, unsigned index, std::size_t stackSize, void (
     return true;
 }
 
-void DestroyPoolFiber(Fiber &fiber) {
+void UnmakeFiberStack(Fiber &fiber) {
 #if FTL_TSAN
     if (fiber.TsanFiber != nullptr) {
         __tsan_destroy_fiber(fiber.TsanFiber);
@@ -116,7 +157,7 @@ void DestroyPoolFiber(Fiber &fiber) {
     }
 }
 
-void InitThreadFiber(Fiber &fiber, unsigned index, bool reported) {
+void AdoptThreadStack(Fiber &fiber, unsigned index, bool reported) {
     fiber.Index = index;
     fiber.IsThreadFiber = true;
     fiber.Reported = reported;
@@ -127,17 +168,12 @@ void InitThreadFiber(Fiber &fiber, unsigned index, bool reported) {
 #endif
 }
 
-void DestroyThreadFiber(Fiber &fiber) {
+void ReleaseThreadStack(Fiber &fiber) {
     fiber.TsanFiber = nullptr;
 }
 
-Worker *SwitchFiber(SwitchRecord &record) {
-    Fiber *const from = record.From;
-    Fiber *const to = record.To;
-    EventCallbacks const &callbacks = record.OnWorker->m_scheduler->Callbacks();
-    if (callbacks.OnFiberDetached != nullptr && from->Reported) {
-        callbacks.OnFiberDetached(callbacks.Context, from->Index, record.Action == AfterSwitch::Park);
-    }
+void *SwitchFiber(Fiber *from, Fiber *to, void *message) {
+    Jump jump{from, to, message};
 #if FTL_ASAN
     // Never nullptr (which would mean "this fiber is finished"): a fiber going
     // back to the pool is only suspended; its loop's frames, and their locals
@@ -147,42 +183,30 @@ Worker *SwitchFiber(SwitchRecord &record) {
 #if FTL_TSAN
     __tsan_switch_to_fiber(to->TsanFiber, 0);
 #endif
-    ctx::transfer_t const transfer = ctx::jump_fcontext(to->Context, &record);
+    ctx::transfer_t const transfer = ctx::jump_fcontext(to->Context, &jump);
     // Resumed: possibly much later, possibly on another thread.
-    return FinishSwitch(transfer);
+    return Arrive(transfer);
 }
 
-Worker *FinishSwitch(ctx::transfer_t transfer) {
-#if FTL_ASAN
-    {
-        // First of all: tell ASan which stack we are on now.
-        auto *incoming = static_cast<SwitchRecord *>(transfer.data);
-        void const *oldLow = nullptr;
-        std::size_t oldSize = 0;
-        __sanitizer_finish_switch_fiber(incoming->To->AsanFakeStack, &oldLow, &oldSize);
-        if (incoming->From->IsThreadFiber && incoming->From->StackLow == nullptr) {
-            // A thread's own stack is learned the first time we leave it.
-            incoming->From->StackLow = const_cast<void *>(oldLow);
-            incoming->From->StackSize = oldSize;
-        }
+StackFault ClassifyFault(Fiber const &fiber, std::uintptr_t address) {
+    // A frame larger than a page can jump past a guard's start: faults this
+    // far below still count.
+    constexpr std::uintptr_t kBelowGuardSlack = 64 * 1024;
+    // A thread's guard (the kernel's stack guard gap for the main thread,
+    // glibc's guard page otherwise) lies below its floor.
+    constexpr std::uintptr_t kThreadGuardSlack = 1024 * 1024 + kBelowGuardSlack;
+    if (!fiber.IsThreadFiber && fiber.Mapping != nullptr) {
+        auto const guardEnd = reinterpret_cast<std::uintptr_t>(fiber.StackLow);
+        auto const mappingStart = reinterpret_cast<std::uintptr_t>(fiber.Mapping);
+        std::uintptr_t const lowest = mappingStart > kBelowGuardSlack ? mappingStart - kBelowGuardSlack : 0;
+        return address >= lowest && address < guardEnd ? StackFault::PoolGuard : StackFault::None;
     }
-#endif
-    // Copy the record: it lives on the stack of the fiber we left, which may
-    // run again (elsewhere) as soon as the post-switch step publishes it.
-    SwitchRecord const record = *static_cast<SwitchRecord *>(transfer.data);
-    Fiber *const self = record.To;
-    record.From->Context = transfer.fctx;
-    Worker *const worker = record.OnWorker;
-    self->CurrentWorker = worker;
-    worker->m_currentFiber = self;
-    // The attach first: the post-switch step may make this worker count as
-    // started, and Init must not return before its first attach is reported.
-    EventCallbacks const &callbacks = worker->m_scheduler->Callbacks();
-    if (callbacks.OnFiberAttached != nullptr && self->Reported) {
-        callbacks.OnFiberAttached(callbacks.Context, self->Index);
+    std::uintptr_t const floor = fiber.StackFloor;
+    if (fiber.IsThreadFiber && floor != 0 && address < floor &&
+        address >= floor - (floor > kThreadGuardSlack ? kThreadGuardSlack : floor)) {
+        return StackFault::ThreadGuard;
     }
-    worker->m_scheduler->AfterSwitchStep(record, worker);
-    return worker;
+    return StackFault::None;
 }
 
 } // namespace detail

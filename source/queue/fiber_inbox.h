@@ -3,7 +3,7 @@
 // once and reverses it, so fibers resume in the order they were readied.
 #pragma once
 
-#include "fiber.h"
+#include "fiber/fiber.h"
 
 #include <atomic>
 

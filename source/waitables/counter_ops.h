@@ -1,10 +1,10 @@
-// Scheduler-side access to counters: reading the value and publishing a
-// waiter on a counter's list.
+// Scheduler-side access to counters: reading the value, a batch of finished
+// tasks, and publishing a waiter on a counter's list.
 #pragma once
 
 #include "ftl/base_counter.h"
 #include "ftl/task_counter.h"
-#include "wait_list.h"
+#include "wait/wait_list.h"
 
 namespace ftl {
 namespace detail {

@@ -1,8 +1,4 @@
-#include "fault.h"
-
-#include "fiber.h"
-#include "platform.h"
-#include "worker.h"
+#include "platform/fault.h"
 
 #include <atomic>
 #include <csignal>
@@ -21,37 +17,12 @@ namespace {
 static_assert(sizeof(stack_t) <= 32, "AltSignalStack keeps a stack_t in 32 bytes");
 
 constexpr std::size_t kAltStackSize = 64 * 1024;
-// Faults this far below the guard page still count as an overflow: a frame
-// larger than a page can jump over the guard page's start.
-constexpr std::size_t kBelowGuardSlack = 64 * 1024;
-// The same for a thread's own stack, whose guard (the kernel's stack guard
-// gap for the main thread, glibc's guard page otherwise) lies below its floor.
-constexpr std::size_t kThreadGuardSlack = 1024 * 1024 + kBelowGuardSlack;
 
 std::mutex g_installMutex;
 unsigned g_installCount = 0;
 struct sigaction g_previousSegv;
 struct sigaction g_previousBus;
-
-// Async-signal-safe output.
-void Write(char const *text) {
-    ssize_t const ignored = write(STDERR_FILENO, text, std::strlen(text));
-    (void)ignored;
-}
-void WriteNumber(unsigned long long value) {
-    char digits[24];
-    int n = 0;
-    do {
-        digits[n++] = static_cast<char>('0' + value % 10);
-        value /= 10;
-    } while (value != 0 && n < 24);
-    char text[25];
-    for (int i = 0; i < n; ++i) {
-        text[i] = digits[n - 1 - i];
-    }
-    text[n] = '\0';
-    Write(text);
-}
+FaultExplainer g_explainer = nullptr;
 
 [[noreturn]] void AbortNow() {
     // Default SIGABRT action, even if the program replaced it.
@@ -66,35 +37,8 @@ void OnFault(int signal, siginfo_t *info, void *context) {
     // si_code > 0: raised by the kernel for a fault (si_addr is meaningful);
     // <= 0: sent by kill/raise/sigqueue.
     bool const isFault = info->si_code > 0;
-    Worker *worker = CurrentWorker();
-    Fiber *fiber = worker != nullptr ? worker->m_currentFiber : nullptr;
-    if (isFault && fiber != nullptr && !fiber->IsThreadFiber && fiber->Mapping != nullptr) {
-        auto const address = reinterpret_cast<std::uintptr_t>(info->si_addr);
-        auto const guardEnd = reinterpret_cast<std::uintptr_t>(fiber->StackLow);
-        auto const mappingStart = reinterpret_cast<std::uintptr_t>(fiber->Mapping);
-        std::uintptr_t const lowest = mappingStart > kBelowGuardSlack ? mappingStart - kBelowGuardSlack : 0;
-        if (address >= lowest && address < guardEnd) {
-            Write("ftl: fatal error: stack overflow in fiber ");
-            WriteNumber(fiber->Index);
-            Write(" on worker thread ");
-            WriteNumber(worker->m_index);
-            Write(": its stack is ");
-            WriteNumber(fiber->StackSize);
-            Write(" bytes (TaskSchedulerInitOptions::FiberStackSize)\n");
-            AbortNow();
-        }
-    }
-    if (isFault && fiber != nullptr && fiber->IsThreadFiber && fiber->InlineDepth != 0 &&
-        fiber->StackFloor != 0) {
-        // A worker thread's own stack, running a task inline while it waits.
-        auto const address = reinterpret_cast<std::uintptr_t>(info->si_addr);
-        std::uintptr_t const floor = fiber->StackFloor;
-        if (address < floor && address >= floor - (floor > kThreadGuardSlack ? kThreadGuardSlack : floor)) {
-            Write("ftl: fatal error: stack overflow on worker thread ");
-            WriteNumber(worker->m_index);
-            Write("'s own stack, in a task it ran while waiting\n");
-            AbortNow();
-        }
+    if (isFault && g_explainer != nullptr && g_explainer(reinterpret_cast<std::uintptr_t>(info->si_addr))) {
+        AbortNow();
     }
     // Not ours: hand it to the previous handler. A handler function is
     // called directly; a disposition (default, ignore) is put back, and then a
@@ -117,11 +61,32 @@ void OnFault(int signal, siginfo_t *info, void *context) {
 
 } // namespace
 
-void InstallFaultHandler() {
+void FaultWrite(char const *text) {
+    ssize_t const ignored = write(STDERR_FILENO, text, std::strlen(text));
+    (void)ignored;
+}
+
+void FaultWriteNumber(unsigned long long value) {
+    char digits[24];
+    int n = 0;
+    do {
+        digits[n++] = static_cast<char>('0' + value % 10);
+        value /= 10;
+    } while (value != 0 && n < 24);
+    char text[25];
+    for (int i = 0; i < n; ++i) {
+        text[i] = digits[n - 1 - i];
+    }
+    text[n] = '\0';
+    FaultWrite(text);
+}
+
+void InstallFaultHandler(FaultExplainer explainer) {
     std::lock_guard<std::mutex> lock(g_installMutex);
     if (g_installCount++ != 0) {
         return;
     }
+    g_explainer = explainer;
     struct sigaction action;
     std::memset(&action, 0, sizeof(action));
     action.sa_sigaction = &OnFault;

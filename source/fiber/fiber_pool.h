@@ -24,7 +24,7 @@
 // worker contending for one list head.
 #pragma once
 
-#include "fiber.h"
+#include "fiber/fiber.h"
 #include "ftl/callbacks.h"
 #include "ftl/task_scheduler.h"
 
@@ -48,13 +48,11 @@ struct FreeList {
 
 class FiberPool {
 public:
-    using Entry = void (*)(boost::context::detail::transfer_t);
-
     // threadFiber0 is the Init thread's own fiber, which takes index 0.
     // Makes the worker threads' first fibers; false when their stacks could
     // not be had.
     bool Init(unsigned size, unsigned numWorkers, std::size_t stackSize, FiberPoolPolicy policy,
-              EventCallbacks const &callbacks, Entry entry, Fiber *threadFiber0);
+              EventCallbacks const &callbacks, FiberEntry entry, Fiber *threadFiber0);
     // Unmaps every stack made. No fiber may run on one any more.
     void DestroyAll();
 
@@ -109,7 +107,7 @@ private:
     unsigned m_initialSize = 0;
     FiberPoolPolicy m_policy = FiberPoolPolicy::Grow;
     EventCallbacks m_callbacks;
-    Entry m_entry = nullptr;
+    FiberEntry m_entry = nullptr;
     Fiber *m_threadFiber0 = nullptr;
     std::fenv_t m_initFloatEnv{}; // the Init thread's, read at Init
 };

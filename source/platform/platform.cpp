@@ -1,5 +1,6 @@
-#include "platform.h"
+#include "platform/platform.h"
 
+#include <chrono>
 #include <ctime>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -9,6 +10,10 @@
 
 namespace ftl {
 namespace detail {
+
+void YieldThread() {
+    sched_yield();
+}
 
 void FutexWait(std::atomic<std::uint32_t> *word, std::uint32_t expected) {
     // std::atomic<uint32_t> is layout-compatible with uint32_t on Linux; the
@@ -89,6 +94,12 @@ std::uintptr_t ThreadStackFloor() {
     int const result = pthread_attr_getstack(&attr, &address, &size);
     pthread_attr_destroy(&attr);
     return result == 0 ? reinterpret_cast<std::uintptr_t>(address) : 0;
+}
+
+std::uint64_t NowNs() {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now().time_since_epoch())
+                                          .count());
 }
 
 } // namespace detail

@@ -177,7 +177,7 @@ public:
 
     // Any thread; a snapshot that may be stale by the time it is used. Callers
     // that decide to sleep on it order it after their announcement with a
-    // seq_cst fence (see Scheduler::Park). It costs no fence, so thieves and
+    // seq_cst fence (see IdleState::Park). It costs no fence, so thieves and
     // the owner check it before a Steal: m_top only grows, so a stale read
     // errs towards "not empty", where Steal's own check decides.
     bool LooksEmpty() const {

@@ -1,0 +1,107 @@
+// The fiber layer: a fiber is a stack of its own (mmap, with a guard page
+// below it) and a saved Boost.Context fcontext. Switching fibers is one
+// jump_fcontext that carries a message to the other side; what must happen to
+// the fiber left (back to the pool, or published as a waiter) is the
+// scheduler's post-switch step, done by the fiber switched to once the switch
+// has completed (docs/design.adoc, invariant 1). This layer knows nothing of
+// the scheduler: it makes stacks, switches, and tells sanitizers and valgrind.
+//
+// Fiber state machine (every change goes through Fiber::Transition, which
+// aborts when the fiber was not in the state the caller expects):
+//
+//   Free --acquire+switch--> Running --wait--> Waiting --target reached--> Ready
+//    ^                        |  ^                                            |
+//    +------ReturnToPool------+  +-----------------resume---------------------+
+//
+// A thread's own fiber (the stack the thread started on) is never Free: it is
+// Running, Waiting or Ready, and it only ever runs on its own thread.
+#pragma once
+
+#include <boost/context/detail/fcontext.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace ftl {
+namespace detail {
+
+class Worker;
+struct InlineHand;
+
+enum class FiberState : std::uint8_t { Free, Running, Waiting, Ready };
+
+// Where a new fiber starts, with the message of the first switch into it. It
+// never returns.
+using FiberEntry = void (*)(void *message);
+
+// Cache-line aligned: descriptors sit side by side in the pool's chunks, and
+// each is written by the worker running it (at every switch, and by every
+// inline loop on it): neighbours must not share a line.
+struct alignas(64) Fiber {
+    // Valid while the fiber is not running: where jump_fcontext resumes it.
+    boost::context::detail::fcontext_t Context = nullptr;
+    // The scheduler's: the worker the fiber runs on now, written at every
+    // switch into it.
+    Worker *CurrentWorker = nullptr;
+
+    void *Mapping = nullptr; // the whole mmap, guard page included (pool fibers)
+    std::size_t MappingSize = 0;
+    void *StackLow = nullptr; // lowest usable address
+    std::size_t StackSize = 0;
+    FiberEntry Entry = nullptr;
+
+    unsigned Index = 0; // pool index (fiber_pool.h: 0 is the Init thread's own stack)
+    // The lowest address this fiber's frames may reach: StackLow for a pool
+    // fiber, the thread stack's low end for a thread fiber (0: unknown).
+    std::uintptr_t StackFloor = 0;
+    // Helping while waiting (scheduler/help.h): the innermost hand of
+    // children an inline loop running on this fiber holds; nullptr when no
+    // inline loop runs on it. While it is set, the fiber runs a task, even a
+    // thread's own fiber.
+    InlineHand *Hand = nullptr;
+    bool IsThreadFiber = false;
+    // Whether EventCallbacks hear of this fiber's attach and detach: all but
+    // the own stacks of worker threads 1..n-1, which only start a pool fiber
+    // and take the thread back at the end (each worker thread attaches one
+    // fiber when it starts, as in the lineage).
+    bool Reported = true;
+    std::atomic<FiberState> State{FiberState::Free};
+
+    // Intrusive links: the pool's free lists (the next fiber's index; 0, the
+    // Init thread's own fiber, is never on a list, so it marks the end) and a
+    // worker's pinned-fiber inbox.
+    std::atomic<std::uint32_t> NextFree{0};
+    Fiber *NextReady = nullptr;
+
+    // Sanitizer bookkeeping (unused in other builds).
+    void *AsanFakeStack = nullptr;
+    void *TsanFiber = nullptr;
+    unsigned ValgrindStackId = 0;
+
+    void Transition(FiberState from, FiberState to);
+};
+
+// Makes a pool fiber's stack and context; it starts at `entry`. False when
+// the memory could not be had.
+bool MakeFiberStack(Fiber &fiber, unsigned index, std::size_t stackSize, FiberEntry entry);
+void UnmakeFiberStack(Fiber &fiber);
+// Makes `fiber` stand for the calling thread's own stack, with pool index
+// `index`; `reported` as in Fiber::Reported.
+void AdoptThreadStack(Fiber &fiber, unsigned index, bool reported);
+void ReleaseThreadStack(Fiber &fiber);
+
+// Switches from `from` (the running fiber) to `to`, handing `message` to the
+// other side. Returns when `from` is resumed (possibly on another thread),
+// with the message of the switch that resumed it.
+void *SwitchFiber(Fiber *from, Fiber *to, void *message);
+
+// Where a fault address lies relative to a fiber's stack: below a pool
+// fiber's stack (its guard page, or just under it: a frame larger than a page
+// can jump past the guard's start), or below a thread's stack (the kernel's
+// stack guard gap for the main thread, glibc's guard page otherwise).
+enum class StackFault { None, PoolGuard, ThreadGuard };
+StackFault ClassifyFault(Fiber const &fiber, std::uintptr_t address);
+
+} // namespace detail
+} // namespace ftl

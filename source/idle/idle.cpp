@@ -1,0 +1,96 @@
+#include "idle/idle.h"
+
+namespace ftl {
+namespace detail {
+
+void IdleState::Init(unsigned numWorkers, bool limitSearchers, bool spinBeforePark) {
+    m_numWorkers = numWorkers;
+    m_limitSearchers = limitSearchers;
+    m_spinBeforePark = spinBeforePark;
+    m_slots.reset(new Slot[numWorkers]);
+}
+
+bool IdleState::TryBecomeSearcher() {
+    // Refused when half the workers already search (checked loosely: a brief
+    // overshoot is harmless).
+    if (m_limitSearchers && 2 * m_numSearching.load(std::memory_order_seq_cst) >= m_numWorkers) {
+        return false;
+    }
+    m_numSearching.fetch_add(1, std::memory_order_seq_cst);
+    return true;
+}
+
+int IdleState::ClaimAny(int prefer) {
+    if (prefer >= 0 && ClaimSpecific(static_cast<unsigned>(prefer))) {
+        return prefer;
+    }
+    unsigned const words = (m_numWorkers + 63) / 64;
+    for (unsigned w = 0; w < words; ++w) {
+        std::uint64_t bits = m_parked[w].load(std::memory_order_seq_cst);
+        while (bits != 0) {
+            unsigned const index = w * 64 + static_cast<unsigned>(__builtin_ctzll(bits));
+            std::uint64_t const prev = m_parked[w].fetch_and(~Bit(index), std::memory_order_seq_cst);
+            if ((prev & Bit(index)) != 0) {
+                return static_cast<int>(index);
+            }
+            bits = prev & ~Bit(index); // lost the race for that one; try the others
+        }
+    }
+    return -1;
+}
+
+bool IdleState::ClaimSpecific(unsigned index) {
+    if (!IsParked(index)) {
+        return false;
+    }
+    std::uint64_t const prev = m_parked[index / 64].fetch_and(~Bit(index), std::memory_order_seq_cst);
+    return (prev & Bit(index)) != 0;
+}
+
+bool IdleState::AllParkedExcept(unsigned self) const {
+    for (unsigned i = 0; i < m_numWorkers; ++i) {
+        if (i != self && !IsParked(i)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+void IdleState::Wake(unsigned index) {
+    Slot &slot = m_slots[index];
+    slot.WakeSeq.fetch_add(1, std::memory_order_release);
+    FutexWake(&slot.WakeSeq, 1);
+}
+
+void IdleState::Notify(int prefer) {
+    // The work was published before this fence; a parker announces before
+    // its re-check (see Park).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (NumSearching() != 0) {
+        return; // a searcher will find it, or re-check before it parks
+    }
+    int const index = ClaimAny(prefer);
+    if (index >= 0) {
+        Wake(static_cast<unsigned>(index));
+    }
+}
+
+void IdleState::NotifyOne(unsigned index) {
+    // Publish, then look for the parked bit (pairs with Park's fence).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (ClaimSpecific(index)) {
+        Wake(index);
+    }
+}
+
+void IdleState::WakeAll() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (unsigned i = 0; i < m_numWorkers; ++i) {
+        if (ClaimSpecific(i)) {
+            Wake(i);
+        }
+    }
+}
+
+} // namespace detail
+} // namespace ftl

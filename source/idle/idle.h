@@ -1,0 +1,225 @@
+// Idle workers: who searches for work, who is parked, and how a parked
+// worker is woken. The protocol and its code live here together; the worker
+// supplies hooks (is any work visible, should it stop idling) and never
+// touches the bitmap, the searcher count or the futex words itself.
+//
+// A worker out of work becomes a searcher (if fewer than half the workers
+// already search), spins a while looking for work, then parks on a futex word
+// of its own. Parked workers are bits in a bitmap, so a waker finds one in
+// O(1) (count trailing zeros) and claims it by clearing its bit; a claimed
+// worker wakes as a searcher. A waker that sees a searcher wakes no one: the
+// searcher finds the work, or re-checks after it announces itself parked. The
+// last searcher to find work wakes one more parked worker if more work is
+// visible: wake-ups spread as a chain while there is work to find, never as a
+// herd, and a lone task starts without paying for a second futex wake.
+//
+// No lost wake-up (docs/design.adoc, invariant 5; source/models/park.pml):
+//   parker: set own parked bit (seq_cst RMW); stop searching; fence; re-check
+//           every queue; sleep only if all are empty.
+//   waker:  publish the work; fence (seq_cst); if no searcher, claim a bit;
+//           bump the claimed worker's futex word, then FUTEX_WAKE it.
+// With seq_cst on both sides, either the waker sees the parker's bit (and
+// wakes it) or the parker's re-check sees the work. The futex compares the
+// word atomically with going to sleep, and the waker bumps it after claiming
+// the bit, so a claim between the parker's check and its sleep is not lost.
+#pragma once
+
+#include "ftl/task_scheduler.h"
+#include "platform/platform.h"
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+namespace ftl {
+namespace detail {
+
+constexpr unsigned kMaxWorkers = 256;
+
+// Spin before parking: kSpinRounds looks at every queue, kSpinPauses pause
+// instructions apart (roughly 10-50 us in all, depending on the CPU's pause
+// latency): long enough to catch the next task of a producer (W4's hand-offs
+// are 1.2-2.8x faster with it), short enough that an idle scheduler parks at
+// once (W7 stays far below 0.02 cpu-s per 2 s).
+constexpr unsigned kSpinRounds = 64;
+constexpr unsigned kSpinPauses = 32;
+
+class IdleState {
+public:
+    // limitSearchers: a worker becomes a searcher only while fewer than half
+    // the workers search (a measurement switch can lift it); spinBeforePark:
+    // look a while before parking.
+    void Init(unsigned numWorkers, bool limitSearchers, bool spinBeforePark);
+
+    // The idle side, called by worker `self` when it found no work. Hooks:
+    //   bool WorkVisible()                   any queue `self` could take from
+    //   bool StopIdling(EmptyQueueBehavior)  quit, or the behaviour changed
+    //   std::uint64_t PollNs()               0: sleep until woken; else wake
+    //                                        this often and call Poll()
+    //   void Poll()                          a periodic check while idle
+    // Returns when there may be work (or the hooks say stop).
+    template <class Hooks>
+    void Idle(unsigned self, EmptyQueueBehavior behavior, Hooks &hooks);
+    // Worker `self` found work: if it was the last searcher and more work is
+    // visible, wake one more worker (the chain).
+    template <class Hooks>
+    void FoundWork(unsigned self, Hooks &hooks);
+
+    // The waking side: after publishing work (any thread). `prefer` (if >= 0)
+    // is claimed first when more than one worker is parked.
+    void Notify(int prefer = -1);
+    // After publishing work only worker `index` can take: wakes it if parked.
+    void NotifyOne(unsigned index);
+    // Wakes every parked worker (quit, a behaviour change).
+    void WakeAll();
+    // Whether every worker but `self` is parked.
+    bool AllParkedExcept(unsigned self) const;
+
+    // The parts of the protocol, public for the unit tests of the bitmap and
+    // the claims.
+    bool TryBecomeSearcher();
+    void AddClaimedSearcher() { m_numSearching.fetch_add(1, std::memory_order_seq_cst); }
+    bool StopSearching() { return m_numSearching.fetch_sub(1, std::memory_order_seq_cst) == 1; }
+    unsigned NumSearching() const { return m_numSearching.load(std::memory_order_seq_cst); }
+    void SetParked(unsigned index) { m_parked[index / 64].fetch_or(Bit(index), std::memory_order_seq_cst); }
+    // The parker takes its own bit back. False: a waker claimed it first.
+    bool UnsetParked(unsigned index) {
+        return (m_parked[index / 64].fetch_and(~Bit(index), std::memory_order_seq_cst) & Bit(index)) != 0;
+    }
+    bool IsParked(unsigned index) const {
+        return (m_parked[index / 64].load(std::memory_order_acquire) & Bit(index)) != 0;
+    }
+    // Claims any parked worker, `prefer` first; its index, or -1 when none is parked.
+    int ClaimAny(int prefer = -1);
+    // Claims this worker if it is parked.
+    bool ClaimSpecific(unsigned index);
+    bool Searching(unsigned self) const { return m_slots[self].Searching; }
+
+private:
+    // One per worker, on a cache line of its own: the futex word a parked
+    // worker sleeps on (a waker bumps it after claiming the worker's bit),
+    // and, on a line wakers never write, whether the worker searches (the
+    // owner's alone, read on every item it finds).
+    struct alignas(64) Slot {
+        std::atomic<std::uint32_t> WakeSeq{0};
+        alignas(64) bool Searching = false;
+    };
+
+    static std::uint64_t Bit(unsigned index) { return std::uint64_t(1) << (index % 64); }
+    void Wake(unsigned index);
+    template <class Hooks>
+    void Park(unsigned self, Hooks &hooks);
+
+    // Set at Init, read on every item a worker finds (FoundWork): on a line
+    // no other thread writes. (Beside the searcher count they cost W3 about
+    // 10% when cross-core hand-offs are slow: every searcher's count update
+    // took the line away.)
+    alignas(64) std::unique_ptr<Slot[]> m_slots;
+    unsigned m_numWorkers = 1;
+    bool m_limitSearchers = true;
+    bool m_spinBeforePark = true;
+    alignas(64) std::atomic<std::uint64_t> m_parked[kMaxWorkers / 64] = {};
+    // Always equal to the number of workers whose Searching is set: a claimed
+    // worker counts itself once awake (AddClaimedSearcher), never its claimer
+    // (between the claim and the count the woken worker could otherwise stop
+    // searching first and underflow the count; found by park.pml). Last, so
+    // that nothing else shares its line.
+    alignas(64) std::atomic<unsigned> m_numSearching{0};
+};
+
+template <class Hooks>
+void IdleState::Idle(unsigned self, EmptyQueueBehavior behavior, Hooks &hooks) {
+    Slot &slot = m_slots[self];
+    if (!slot.Searching) {
+        slot.Searching = TryBecomeSearcher();
+    }
+    if (behavior != EmptyQueueBehavior::Sleep) {
+        // Spin and Yield never park: look until there is work (or a change).
+        while (!hooks.WorkVisible() && !hooks.StopIdling(behavior)) {
+            if (behavior == EmptyQueueBehavior::Yield) {
+                YieldThread();
+            } else {
+                for (unsigned i = 0; i < kSpinPauses; ++i) {
+                    CpuRelax();
+                }
+            }
+            hooks.Poll();
+        }
+        return;
+    }
+    if (slot.Searching && m_spinBeforePark) {
+        for (unsigned round = 0; round < kSpinRounds; ++round) {
+            for (unsigned i = 0; i < kSpinPauses; ++i) {
+                CpuRelax();
+            }
+            if (hooks.WorkVisible()) {
+                return;
+            }
+        }
+    }
+    Park(self, hooks);
+}
+
+template <class Hooks>
+void IdleState::Park(unsigned self, Hooks &hooks) {
+    Slot &slot = m_slots[self];
+    // 1. Announce: from here on a waker may claim us.
+    SetParked(self);
+    if (slot.Searching) {
+        slot.Searching = false;
+        StopSearching();
+    }
+    // 2. Re-check every queue after the announcement. Pairs with the fence in
+    //    Notify / NotifyOne: either they see our bit or we see their work.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    hooks.Poll();
+    if (hooks.WorkVisible() || hooks.StopIdling(EmptyQueueBehavior::Sleep)) {
+        if (!UnsetParked(self)) {
+            // A waker claimed us first: we wake as a searcher.
+            AddClaimedSearcher();
+            slot.Searching = true;
+        }
+        return;
+    }
+    // 3. Sleep until claimed (see the top of this file for why no claim is lost).
+    for (;;) {
+        std::uint32_t const seq = slot.WakeSeq.load(std::memory_order_acquire);
+        if (!IsParked(self)) {
+            break;
+        }
+        std::uint64_t const pollNs = hooks.PollNs();
+        if (pollNs != 0) {
+            FutexWaitFor(&slot.WakeSeq, seq, pollNs);
+            hooks.Poll();
+        } else {
+            FutexWait(&slot.WakeSeq, seq);
+        }
+    }
+    AddClaimedSearcher(); // claimed: we wake as a searcher
+    slot.Searching = true;
+}
+
+template <class Hooks>
+void IdleState::FoundWork(unsigned self, Hooks &hooks) {
+    Slot &slot = m_slots[self];
+    if (!slot.Searching) {
+        return;
+    }
+    slot.Searching = false;
+    // The wake only adds parallelism (this worker comes back for anything
+    // left). The fence pairs with Notify's: work published after the look
+    // finds no searcher and wakes a worker itself.
+    if (StopSearching()) {
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        if (!hooks.WorkVisible()) {
+            return;
+        }
+        int const index = ClaimAny();
+        if (index >= 0) {
+            Wake(static_cast<unsigned>(index));
+        }
+    }
+}
+
+} // namespace detail
+} // namespace ftl

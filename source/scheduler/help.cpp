@@ -1,0 +1,102 @@
+#include "scheduler/help.h"
+
+#include "ftl/task_counter.h"
+#include "scheduler/scheduler.h"
+#include "waitables/counter_ops.h"
+
+namespace ftl {
+namespace detail {
+
+namespace {
+
+// Puts the held items back at the bottom of `deque`, in the order they were
+// taken from it (Items[Next], the newest, ends at the bottom).
+void PutBack(TaskDeque &deque, InlineHand &hand) {
+    for (unsigned i = hand.Count; i > hand.Next; --i) {
+        deque.Push(hand.Items()[i - 1]);
+    }
+    hand.Count = hand.Next;
+}
+
+// Takes the next children of `counter` from the bottom of this worker's
+// highest-priority non-empty deque into `hand`: only what the worker's own
+// next pops would take, so a child never jumps ahead of a higher-priority
+// task; anything not the counter's goes back. False: none.
+__attribute__((noinline)) bool TakeChildren(Worker *worker, TaskCounter const *counter, InlineHand &hand) {
+    hand.Next = 0;
+    hand.Count = 0;
+    for (unsigned queue = 0; queue < kNumPriorities; ++queue) {
+        TaskDeque &deque = worker->Tasks(queue);
+        std::size_t const n = deque.PopBatch(hand.Items(), kInlineBatch);
+        if (n == 0) {
+            continue;
+        }
+        hand.Queue = queue;
+        hand.Count = static_cast<unsigned>(n);
+        unsigned ours = 0;
+        while (ours < hand.Count && hand.Items()[ours].Counter == counter) {
+            ++ours;
+        }
+        if (ours != hand.Count) {
+            hand.Next = ours; // not ours from here on: back where they were
+            PutBack(deque, hand);
+            hand.Next = 0;
+        }
+        return hand.Count != 0;
+    }
+    return false;
+}
+
+// Whether a task may start inline on `fiber` now (see help.h).
+bool InlineStackFree(Fiber const *fiber, std::uintptr_t need) {
+    auto const here = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+    return fiber->StackFloor != 0 && here > fiber->StackFloor && here - fiber->StackFloor >= need;
+}
+
+} // namespace
+
+void ReturnHeldChildren(Worker *worker, InlineHand *hand) {
+    // Outermost first, so the innermost loop's items end at the bottom.
+    if (hand == nullptr) {
+        return;
+    }
+    ReturnHeldChildren(worker, hand->Outer);
+    if (hand->Holds()) {
+        PutBack(worker->Tasks(hand->Queue), *hand);
+        worker->Owner().NotifyWork(Scheduler::Waker::Worker);
+    }
+}
+
+Worker *HelpWhileWaiting(Worker *worker, TaskCounter *counter) {
+    Fiber *self = worker->CurrentFiber();
+    if (!worker->Owner().Switches().InlineChildren ||
+        !InlineStackFree(self, worker->Owner().InlineStackNeed())) {
+        return worker;
+    }
+    InlineHand hand;
+    hand.Outer = self->Hand;
+    self->Hand = &hand;
+    // Until the counter's value is only this worker's unpublished finishes:
+    // then every child has run.
+    while (CounterOps::Value(*counter) != worker->UnpublishedOf(counter) &&
+           worker->NextSource(hand.Holds()) == Source::Tasks) {
+        if (!hand.Holds()) {
+            if (!TakeChildren(worker, counter, hand)) {
+                break;
+            }
+        } else if (worker->HigherPriorityWaiting(hand.Queue)) {
+            break;
+        }
+        TaskItem const item = hand.Items()[hand.Next++];
+        worker = worker->RunTask(item);
+        worker->CountItem();
+    }
+    if (hand.Holds()) {
+        PutBack(worker->Tasks(hand.Queue), hand);
+    }
+    self->Hand = hand.Outer;
+    return worker;
+}
+
+} // namespace detail
+} // namespace ftl

@@ -1,0 +1,54 @@
+// Measurement switches: each turns one scheduling mechanism off, so that the
+// benchmark suite can show what the mechanism earns and the tests can check
+// that the scheduler stays correct without it. They are not options: this
+// header is internal (not installed), and the only way to use them is
+// InitWithMechanisms below, which tests and ftl_bench call. No switch turns
+// off a liveness rule: every tick's first item still comes from the queue
+// the find-work order would otherwise put last, and the global queue's turn
+// still comes (docs/design.adoc, invariants 8 and 9).
+#pragma once
+
+#include "ftl/task_scheduler.h"
+
+namespace ftl {
+namespace detail {
+
+struct Mechanisms {
+    // The global queue's turn every N items, N from an EWMA of the item time
+    // (off: a fixed N).
+    bool AdaptiveGlobalInterval = true;
+    // At most half the workers search for work at once.
+    bool SearcherLimit = true;
+    // An idle worker looks for work a short while before it parks.
+    bool SpinBeforePark = true;
+    // Ready fibers before new tasks (off: new tasks first; the tick's first
+    // item then comes from the ready fibers).
+    bool ReadyFibersFirst = true;
+    // A TaskCounter wait first runs the counter's own queued tasks itself.
+    bool InlineChildren = true;
+};
+
+// Every switch, by name, for the benchmark's columns and the tests' loops.
+struct MechanismSwitch {
+    char const *Name;
+    bool Mechanisms::*Flag;
+};
+constexpr MechanismSwitch kMechanismSwitches[] = {
+    {"AdaptiveGlobalInterval", &Mechanisms::AdaptiveGlobalInterval},
+    {"SearcherLimit", &Mechanisms::SearcherLimit},
+    {"SpinBeforePark", &Mechanisms::SpinBeforePark},
+    {"ReadyFibersFirst", &Mechanisms::ReadyFibersFirst},
+    {"InlineChildren", &Mechanisms::InlineChildren},
+};
+constexpr unsigned kNumMechanismSwitches = sizeof(kMechanismSwitches) / sizeof(kMechanismSwitches[0]);
+// Mechanisms is a plain set of bools: a switch added there and not here
+// would silently miss its column and its tests.
+static_assert(sizeof(Mechanisms) == kNumMechanismSwitches * sizeof(bool),
+              "every Mechanisms switch needs its entry in kMechanismSwitches");
+
+// TaskScheduler::Init with some mechanisms off.
+int InitWithMechanisms(TaskScheduler &taskScheduler, TaskSchedulerInitOptions const &options,
+                       Mechanisms const &mechanisms);
+
+} // namespace detail
+} // namespace ftl

@@ -1,0 +1,355 @@
+// The scheduler's lifecycle and what its workers share.
+//
+//   Start:    validates the options, builds the workers and the fiber pool
+//             (fiber 0 is the calling thread's stack: it becomes worker 0),
+//             starts the other worker threads, each switching from its own
+//             stack to its first pool fiber, and returns once every one of
+//             them runs its loop.
+//   Drain:    the Init thread waits (parked, pinned) until every task added
+//             so far has finished -- no work is dropped.
+//   Teardown: sets m_quit; each worker's loop switches back to its thread's
+//             own fiber, which returns; the threads are joined and the pool
+//             freed. A failed Start takes the same way out.
+#include "scheduler/scheduler.h"
+
+#include "ftl/assert.h"
+#include "ftl/atomic_counter.h"
+#include "ftl/task_counter.h"
+#include "platform/fault.h"
+#include "scheduler/help.h"
+
+#include <sched.h>
+#include <system_error>
+
+namespace ftl {
+namespace detail {
+
+int Scheduler::Init(TaskScheduler &owner, TaskSchedulerInitOptions const &options,
+                    Mechanisms const &mechanisms) {
+    if (owner.m_impl != nullptr) {
+        return static_cast<int>(InitError::AlreadyInitialized);
+    }
+    if (CurrentWorker() != nullptr) {
+        return static_cast<int>(InitError::ThreadAlreadyBound);
+    }
+    auto *scheduler = new Scheduler(&owner, options, mechanisms);
+    InitError const result = scheduler->Start();
+    if (result != InitError::Success) {
+        delete scheduler;
+        return static_cast<int>(result);
+    }
+    owner.m_impl = scheduler;
+    return static_cast<int>(InitError::Success);
+}
+
+void Scheduler::Destroy(TaskScheduler &owner) {
+    Scheduler *scheduler = owner.m_impl;
+    scheduler->Drain();
+    scheduler->Teardown(scheduler->m_numWorkers);
+    delete scheduler;
+}
+
+Scheduler::Scheduler(TaskScheduler *owner, TaskSchedulerInitOptions const &options,
+                     Mechanisms const &mechanisms)
+    : m_owner(owner), m_options(options), m_mechanisms(mechanisms) {}
+
+Scheduler::~Scheduler() = default;
+
+InitError Scheduler::Start() {
+    TaskSchedulerInitOptions const &options = m_options;
+    std::vector<int> const cpus = AllowedCpus();
+    m_numWorkers = options.ThreadPoolSize != 0 ? options.ThreadPoolSize : static_cast<unsigned>(cpus.size());
+    if (options.ThreadPoolSize == 0 && m_numWorkers > kMaxWorkers) {
+        m_numWorkers = kMaxWorkers;
+    }
+    if (m_numWorkers == 0 || m_numWorkers > kMaxWorkers || options.FiberPoolSize == 0 ||
+        options.FiberStackSize < 16 * 1024 ||
+        (options.PoolPolicy == FiberPoolPolicy::Fatal && options.FiberPoolSize < m_numWorkers)) {
+        return InitError::InvalidOptions;
+    }
+
+    m_inlineStackNeed = options.FiberStackSize / kInlineStackShareDen * kInlineStackShareNum;
+    m_workers.reset(new Worker[m_numWorkers]);
+    for (unsigned i = 0; i < m_numWorkers; ++i) {
+        m_workers[i].Init(this, m_global, i, cpus[i % cpus.size()], m_mechanisms);
+    }
+    m_idle.Init(m_numWorkers, m_mechanisms.SearcherLimit, m_mechanisms.SpinBeforePark);
+    m_behavior.store(options.Behavior, std::memory_order_relaxed);
+
+    Worker &main = m_workers[0];
+    if (!m_pool.Init(options.FiberPoolSize, m_numWorkers, options.FiberStackSize, options.PoolPolicy,
+                     options.Callbacks, &Worker::FiberEntry, &main.ThreadFiber())) {
+        return InitError::FiberCreationFailed;
+    }
+    EventCallbacks const &callbacks = options.Callbacks;
+    if (callbacks.OnFibersCreated != nullptr) {
+        callbacks.OnFibersCreated(callbacks.Context, options.FiberPoolSize);
+    }
+    m_drainFlag.reset(new AtomicFlag(m_owner));
+
+    // The calling thread becomes worker 0; its own stack is fiber 0.
+    if (options.PinThreads) {
+        m_initThreadAffinity = SaveAffinity();
+    }
+    if (options.CatchStackOverflow) {
+        InstallFaultHandler(&Scheduler::ExplainFault);
+    }
+    main.EnterThread(true, options.PinThreads, options.CatchStackOverflow);
+    if (callbacks.OnFiberAttached != nullptr) {
+        callbacks.OnFiberAttached(callbacks.Context, main.ThreadFiber().Index);
+    }
+
+    for (unsigned i = 1; i < m_numWorkers; ++i) {
+        try {
+            m_workers[i].Thread() = std::thread([this, i] { ThreadMain(&m_workers[i]); });
+        } catch (std::system_error const &) {
+            Teardown(i); // nothing was added yet
+            return InitError::ThreadCreationFailed;
+        }
+    }
+    // Return only once every worker is ready to take work: otherwise the
+    // first tasks after Init run on fewer workers for as long as the threads
+    // take to start (1-3 ms measured on a 2-core VM).
+    for (;;) {
+        std::uint32_t const up = m_workersUp.load(std::memory_order_acquire);
+        if (up == m_numWorkers - 1) {
+            break;
+        }
+        FutexWait(&m_workersUp, up);
+    }
+    if (callbacks.OnThreadsCreated != nullptr) {
+        callbacks.OnThreadsCreated(callbacks.Context, m_numWorkers);
+    }
+    return InitError::Success;
+}
+
+void Scheduler::ThreadMain(Worker *worker) {
+    // The thread's own stack only starts the worker's first pool fiber and
+    // takes the thread back at the end: it runs no task, and callbacks do not
+    // hear of it (the fiber attached is the pool fiber, index Index()).
+    worker->EnterThread(false, m_options.PinThreads, m_options.CatchStackOverflow);
+    EventCallbacks const &callbacks = m_options.Callbacks;
+    if (callbacks.OnWorkerThreadStarted != nullptr) {
+        callbacks.OnWorkerThreadStarted(callbacks.Context, worker->Index());
+    }
+    worker->RunThread(m_pool.AcquireFirst(worker->Index()));
+    if (callbacks.OnWorkerThreadEnded != nullptr) {
+        callbacks.OnWorkerThreadEnded(callbacks.Context, worker->Index());
+    }
+    worker->LeaveThread();
+}
+
+void Scheduler::WorkerStarted() {
+    m_workersUp.fetch_add(1, std::memory_order_release); // Start waits for this
+    FutexWake(&m_workersUp, 1);
+}
+
+void Scheduler::Drain() {
+    Worker *worker = CurrentWorkerOfThis();
+    if (worker != &m_workers[0] || worker->CurrentFiber() != &worker->ThreadFiber() ||
+        worker->ThreadFiber().Hand != nullptr) {
+        FTL_FATAL("a TaskScheduler must be destroyed by the thread that called Init, outside any task");
+    }
+    // Run everything already added. The Init thread parks on m_drainFlag; the
+    // first worker to go idle with every task finished clears it.
+    m_drainFlag->Set();
+    m_drainRequested.store(true, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (Quiescent()) {
+        m_drainRequested.store(false, std::memory_order_relaxed);
+    } else {
+        m_owner->WaitForCounter(m_drainFlag.get(), true);
+    }
+}
+
+void Scheduler::Teardown(unsigned threadsStarted) {
+    m_quit.store(true, std::memory_order_seq_cst);
+    m_idle.WakeAll();
+    for (unsigned i = 1; i < threadsStarted; ++i) {
+        m_workers[i].Thread().join();
+    }
+    EventCallbacks const &callbacks = m_options.Callbacks;
+    if (callbacks.OnFiberDetached != nullptr) {
+        callbacks.OnFiberDetached(callbacks.Context, m_workers[0].ThreadFiber().Index, false);
+    }
+    if (m_options.PinThreads) {
+        RestoreAffinity(m_initThreadAffinity);
+    }
+    m_workers[0].LeaveThread();
+    if (m_options.CatchStackOverflow) {
+        RemoveFaultHandler();
+    }
+    m_drainFlag.reset();
+    m_pool.DestroyAll();
+}
+
+bool Scheduler::ExplainFault(std::uintptr_t address) {
+    Worker *worker = CurrentWorker();
+    Fiber const *fiber = worker != nullptr ? worker->CurrentFiber() : nullptr;
+    if (fiber == nullptr) {
+        return false;
+    }
+    switch (ClassifyFault(*fiber, address)) {
+    case StackFault::PoolGuard:
+        FaultWrite("ftl: fatal error: stack overflow in fiber ");
+        FaultWriteNumber(fiber->Index);
+        FaultWrite(" on worker thread ");
+        FaultWriteNumber(worker->Index());
+        FaultWrite(": its stack is ");
+        FaultWriteNumber(fiber->StackSize);
+        FaultWrite(" bytes (TaskSchedulerInitOptions::FiberStackSize)\n");
+        return true;
+    case StackFault::ThreadGuard:
+        if (fiber->Hand == nullptr) {
+            return false; // the thread's own code, not a task of ours
+        }
+        FaultWrite("ftl: fatal error: stack overflow on worker thread ");
+        FaultWriteNumber(worker->Index());
+        FaultWrite("'s own stack, in a task it ran while waiting\n");
+        return true;
+    case StackFault::None:
+        break;
+    }
+    return false;
+}
+
+void Scheduler::SetBehavior(EmptyQueueBehavior behavior) {
+    m_behavior.store(behavior, std::memory_order_seq_cst);
+    if (behavior != EmptyQueueBehavior::Sleep) {
+        m_idle.WakeAll(); // parked workers follow the new behaviour at once
+    }
+}
+
+// ---- Adding work ----
+
+void Scheduler::AddTasks(unsigned numTasks, Task const *tasks, TaskPriority priority, TaskCounter *counter) {
+    if (numTasks == 0) {
+        return;
+    }
+    if (counter != nullptr) {
+        counter->Add(numTasks);
+    }
+    auto make = [tasks, counter](std::size_t i) {
+        if (tasks[i].Function == nullptr) {
+            FTL_FATAL("AddTasks: task %zu has no function", i);
+        }
+        return TaskItem{tasks[i].Function, tasks[i].ArgData, counter};
+    };
+    unsigned const queue = priority == TaskPriority::High ? 0 : 1;
+    if (Worker *worker = CurrentWorkerOfThis()) {
+        worker->CountAdded(numTasks); // before the tasks can run (see Quiescent)
+        worker->Tasks(queue).PushBatch(numTasks, make);
+        NotifyWork(Waker::Worker);
+    } else {
+        m_externalAdded.fetch_add(numTasks, std::memory_order_seq_cst);
+        m_global[queue].PushBatch(numTasks, make);
+        NotifyWork(Waker::Outside);
+    }
+}
+
+void Scheduler::NotifyWork(Waker waker) {
+    m_idle.Notify(waker == Waker::Outside ? WorkerOnCallersCpu() : -1);
+}
+
+int Scheduler::WorkerOnCallersCpu() const {
+    // A thread outside the scheduler wakes the worker pinned to its own CPU
+    // first: that CPU is awake, and the waker usually blocks soon after,
+    // while another CPU may be idle in a power-saving (or, on a VM, a
+    // descheduled) state that takes tens of microseconds to leave. (A worker
+    // calling this is running, so it is not parked anyway.) Waking a worker
+    // on the other CPU first measured 50 us on W8.
+    if (!m_options.PinThreads) {
+        return -1;
+    }
+    int const cpu = sched_getcpu();
+    for (unsigned i = 0; i < m_numWorkers; ++i) {
+        if (m_workers[i].Cpu() == cpu) {
+            return static_cast<int>(i);
+        }
+    }
+    return -1;
+}
+
+bool Scheduler::AnyWorkVisible(Worker const &worker) const {
+    if (!worker.Pinned().LooksEmpty()) {
+        return true;
+    }
+    for (auto const &queue : m_global) {
+        if (!queue.LooksEmpty()) {
+            return true;
+        }
+    }
+    for (unsigned i = 0; i < m_numWorkers; ++i) {
+        if (!m_workers[i].QueuesLookEmpty()) {
+            return true;
+        }
+    }
+    return false;
+}
+
+// ---- The drain at destruction ----
+
+std::uint64_t Scheduler::FinishedCount() const {
+    std::uint64_t finished = 0;
+    for (unsigned i = 0; i < m_numWorkers; ++i) {
+        finished += m_workers[i].Finished();
+    }
+    return finished;
+}
+
+std::uint64_t Scheduler::AddedCount() const {
+    std::uint64_t added = m_externalAdded.load(std::memory_order_acquire);
+    for (unsigned i = 0; i < m_numWorkers; ++i) {
+        added += m_workers[i].Added();
+    }
+    return added;
+}
+
+bool Scheduler::Quiescent() const {
+    // Finished counts first, added counts second. Each only grows and a task
+    // is counted as added before it can finish, so
+    //   finished read <= finished(t) <= added(t) <= added read
+    // for the moment t between the two passes: equal sums mean that at t every
+    // task added had finished, and nothing was left to add more.
+    std::uint64_t const finished = FinishedCount();
+    return finished == AddedCount();
+}
+
+void Scheduler::CheckDrain(Worker const &worker) {
+    if (!m_drainRequested.load(std::memory_order_relaxed)) {
+        return;
+    }
+    if (Quiescent()) {
+        if (m_drainRequested.exchange(false, std::memory_order_acq_rel)) {
+            m_drainFlag->Clear();
+        }
+        return;
+    }
+    // Not done. If no task has finished for kDrainStallNs while every other
+    // worker is parked and nothing is queued, the unfinished tasks are fibers
+    // waiting for counters, flags or Fibtexes that no task will ever change:
+    // the drain would hang forever. Say so instead. (A thread outside the
+    // scheduler could still release them; a program that relies on that must
+    // do it before destroying the scheduler.)
+    std::uint64_t const finished = FinishedCount();
+    std::uint64_t const now = NowNs();
+    if (finished != m_drainProgress.load(std::memory_order_relaxed) ||
+        m_drainProgressNs.load(std::memory_order_relaxed) == 0) {
+        m_drainProgress.store(finished, std::memory_order_relaxed);
+        m_drainProgressNs.store(now, std::memory_order_relaxed);
+        return;
+    }
+    if (now - m_drainProgressNs.load(std::memory_order_relaxed) < kDrainStallNs ||
+        !m_idle.AllParkedExcept(worker.Index()) || AnyWorkVisible(worker)) {
+        return;
+    }
+    FTL_FATAL(
+        "TaskScheduler destroyed while %llu task(s) can never finish: their fibers wait on counters, "
+        "flags or Fibtexes that nothing changes any more (no task has finished for %llu ms, every worker "
+        "is idle)",
+        static_cast<unsigned long long>(AddedCount() - finished),
+        static_cast<unsigned long long>(kDrainStallNs / 1000000u));
+}
+
+} // namespace detail
+} // namespace ftl

@@ -1,0 +1,137 @@
+// The scheduler behind ftl::TaskScheduler: what the workers share (the fiber
+// pool, the idle state, the global queues, the options) and the lifecycle:
+// start, adding work, the drain at destruction, and one teardown path.
+//
+// Where each mechanism lives (source/):
+//   platform/    the OS: futex, affinity, the clock, the fault handler
+//   fiber/       stacks, the raw switch, the fiber pool
+//   queue/       the work-stealing deque, the global queue, the pinned inbox
+//   idle/        searching, parking and waking (the park/wake protocol)
+//   wait/        waiter lists (nodes on the waiting fibers' stacks)
+//   scheduler/   worker.*    the worker loop, its tick, the find-work order,
+//                            a task's run and finish, the switch step
+//                help.*      helping while waiting (inline children)
+//                wait.*      parking a fiber on a waitable, readying it
+//                scheduler.* this: shared state and the lifecycle
+//                mechanisms.h  measurement switches (tests, ftl_bench)
+//   waitables/   the public counters' and Fibtex's code
+//   task_scheduler.cpp  the public facade
+//
+// Lock order: a waitable's WaitList lock is a leaf: nothing else is taken
+// while it is held (readying a fiber happens after it is released). The
+// global queue's mutex is a leaf too. The pool's mutex is taken only inside
+// FiberPool, with no other lock held.
+#pragma once
+
+#include "fiber/fiber_pool.h"
+#include "ftl/task_scheduler.h"
+#include "idle/idle.h"
+#include "platform/platform.h"
+#include "queue/global_queue.h"
+#include "scheduler/mechanisms.h"
+#include "scheduler/worker.h"
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+namespace ftl {
+
+class AtomicFlag;
+
+namespace detail {
+
+// While the scheduler drains at destruction, parked workers look this often
+// for a drain that cannot end.
+constexpr std::uint64_t kDrainPollNs = 100u * 1000u * 1000u;
+// A drain in which no task has finished for this long, with every worker idle
+// and no work queued, can never end: it is reported (see CheckDrain).
+constexpr std::uint64_t kDrainStallNs = 2000u * 1000u * 1000u;
+
+class Scheduler {
+public:
+    // TaskScheduler::Init's work: makes and starts a scheduler for `owner`.
+    static int Init(TaskScheduler &owner, TaskSchedulerInitOptions const &options,
+                    Mechanisms const &mechanisms);
+    static Scheduler *Of(TaskScheduler *taskScheduler) { return taskScheduler->m_impl; }
+    // Runs every task already added, then stops the workers and frees
+    // everything; then deletes the scheduler. From the Init thread only.
+    static void Destroy(TaskScheduler &owner);
+
+    TaskScheduler *Owner() const { return m_owner; }
+    unsigned NumWorkers() const { return m_numWorkers; }
+    Worker &WorkerAt(unsigned index) { return m_workers[index]; }
+    FiberPool &Pool() { return m_pool; }
+    IdleState &Idle() { return m_idle; }
+    GlobalQueue &Global(unsigned queue) { return m_global[queue]; }
+    EventCallbacks const &Callbacks() const { return m_options.Callbacks; }
+    Mechanisms const &Switches() const { return m_mechanisms; }
+    EmptyQueueBehavior Behavior() const { return m_behavior.load(std::memory_order_relaxed); }
+    void SetBehavior(EmptyQueueBehavior behavior);
+    bool Quitting() const { return m_quit.load(std::memory_order_acquire); }
+    bool Draining() const { return m_drainRequested.load(std::memory_order_relaxed); }
+    // A task runs inline only while this much of its fiber's stack is free
+    // (help.cpp).
+    std::uintptr_t InlineStackNeed() const { return m_inlineStackNeed; }
+
+    // The calling thread's worker if it belongs to this scheduler, else nullptr.
+    Worker *CurrentWorkerOfThis() const { return CurrentWorkerOf(this); }
+
+    void AddTasks(unsigned numTasks, Task const *tasks, TaskPriority priority, TaskCounter *counter);
+    // After work was published: wakes a worker if none is searching. Work
+    // from a thread outside the scheduler wakes the worker pinned to the
+    // caller's CPU first.
+    enum class Waker { Worker, Outside };
+    void NotifyWork(Waker waker);
+    // Whether `worker` could find work anywhere now (fence-free looks).
+    bool AnyWorkVisible(Worker const &worker) const;
+    // Worker threads count themselves up (Init waits for all of them).
+    void WorkerStarted();
+    // While draining: ends the drain when every task has finished, and
+    // reports a drain that can never end.
+    void CheckDrain(Worker const &worker);
+
+private:
+    Scheduler(TaskScheduler *owner, TaskSchedulerInitOptions const &options, Mechanisms const &mechanisms);
+    ~Scheduler();
+    Scheduler(Scheduler const &) = delete;
+    Scheduler &operator=(Scheduler const &) = delete;
+
+    InitError Start();
+    void ThreadMain(Worker *worker);
+    void Drain();
+    // Stops the worker threads started so far and frees what Start made:
+    // the one way out, for a failed Start and for destruction alike.
+    void Teardown(unsigned threadsStarted);
+    int WorkerOnCallersCpu() const;
+    std::uint64_t AddedCount() const;
+    std::uint64_t FinishedCount() const;
+    bool Quiescent() const;
+    static bool ExplainFault(std::uintptr_t address);
+
+    TaskScheduler *m_owner;
+    TaskSchedulerInitOptions m_options;
+    Mechanisms m_mechanisms;
+    unsigned m_numWorkers = 0;
+    std::unique_ptr<Worker[]> m_workers;
+    FiberPool m_pool;
+    IdleState m_idle;
+    // High, Normal; fibers readied outside the workers go to High.
+    GlobalQueue m_global[kNumPriorities];
+
+    std::atomic<EmptyQueueBehavior> m_behavior{EmptyQueueBehavior::Sleep};
+    alignas(64) std::atomic<bool> m_quit{false};
+    std::atomic<bool> m_drainRequested{false};
+    std::unique_ptr<AtomicFlag> m_drainFlag;
+    std::atomic<std::uint64_t> m_externalAdded{0};
+    std::atomic<std::uint32_t> m_workersUp{0}; // worker threads started (Start waits for all)
+    // Stall detection while draining: the finished count last seen changing,
+    // and when.
+    std::atomic<std::uint64_t> m_drainProgress{0};
+    std::atomic<std::uint64_t> m_drainProgressNs{0};
+    std::uintptr_t m_inlineStackNeed = 0;
+    SavedAffinity m_initThreadAffinity;
+};
+
+} // namespace detail
+} // namespace ftl

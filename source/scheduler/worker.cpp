@@ -1,0 +1,377 @@
+// The worker loop: what a pool fiber does between tasks, the tick, the
+// find-work order's takes, stealing, a task's run and finish, and the switch
+// between fibers with its post-switch step.
+#include "scheduler/worker.h"
+
+#include "ftl/assert.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/wait.h"
+#include "waitables/counter_ops.h"
+
+#include <exception>
+
+namespace ftl {
+namespace detail {
+
+namespace {
+
+thread_local Worker *t_worker = nullptr;
+thread_local char t_threadIdentity;
+
+// What the idle protocol (idle.h) asks of a worker.
+class IdleHooks {
+public:
+    explicit IdleHooks(Worker &worker) : m_worker(worker), m_scheduler(worker.Owner()) {}
+    bool WorkVisible() { return m_scheduler.AnyWorkVisible(m_worker); }
+    bool StopIdling(EmptyQueueBehavior behavior) {
+        return m_scheduler.Quitting() || m_scheduler.Behavior() != behavior;
+    }
+    std::uint64_t PollNs() { return m_scheduler.Draining() ? kDrainPollNs : 0; }
+    void Poll() { m_scheduler.CheckDrain(m_worker); }
+
+private:
+    Worker &m_worker;
+    Scheduler &m_scheduler;
+};
+
+} // namespace
+
+// Opaque to the optimizer on purpose: a fiber may call this, switch, resume
+// on another thread and call it again; neither inlining nor treating it as
+// pure may let the compiler reuse the first thread's TLS address. The empty
+// volatile asm makes the function not pure for GCC's IPA.
+__attribute__((noinline)) Worker *CurrentWorker() {
+    asm volatile("" ::: "memory");
+    return t_worker;
+}
+
+__attribute__((noinline)) void SetCurrentWorker(Worker *worker) {
+    asm volatile("" ::: "memory");
+    t_worker = worker;
+}
+
+__attribute__((noinline)) Worker *CurrentWorkerOf(Scheduler const *scheduler) {
+    asm volatile("" ::: "memory"); // opaque, like CurrentWorker
+    Worker *worker = t_worker;
+    return worker != nullptr && &worker->Owner() == scheduler ? worker : nullptr;
+}
+
+__attribute__((noinline)) void const *CurrentTaskIdentity() {
+    asm volatile("" ::: "memory");
+    Worker *worker = t_worker;
+    if (worker != nullptr) {
+        // A task run inline shares its waiting parent's fiber; the hand of the
+        // inline loop running it (on that fiber's stack) tells them apart.
+        Fiber const *fiber = worker->CurrentFiber();
+        return fiber->Hand != nullptr ? static_cast<void const *>(fiber->Hand) : fiber;
+    }
+    return &t_threadIdentity;
+}
+
+void Worker::Init(Scheduler *scheduler, GlobalQueue *globalQueues, unsigned index, int cpu,
+                  Mechanisms const &mechanisms) {
+    m_scheduler = scheduler;
+    m_global = globalQueues;
+    m_index = index;
+    m_cpu = cpu;
+    m_rng = 0x9e3779b9u * (index + 1);
+    m_adaptiveInterval = mechanisms.AdaptiveGlobalInterval;
+    m_readyFibersFirst = mechanisms.ReadyFibersFirst;
+    m_globalInterval = m_adaptiveInterval ? static_cast<unsigned>(kGlobalQueueLatencyNs / kInitialAvgTaskNs)
+                                          : kFixedGlobalInterval;
+}
+
+// ---- The thread ----
+
+void Worker::EnterThread(bool reported, bool pin, bool altStack) {
+    SetCurrentWorker(this);
+    if (pin) {
+        PinCurrentThread(m_cpu);
+    }
+    AdoptThreadStack(m_threadFiber, m_index, reported);
+    m_threadFiber.CurrentWorker = this; // it runs without a switch into it
+    m_currentFiber = &m_threadFiber;
+    if (altStack) {
+        m_altStack.Enter();
+    }
+    m_tickStartNs = NowNs(); // the first tick's EWMA sample starts here
+}
+
+void Worker::LeaveThread() {
+    m_altStack.Leave();
+    ReleaseThreadStack(m_threadFiber);
+    SetCurrentWorker(nullptr);
+}
+
+void Worker::RunThread(Fiber *first) {
+    first->Transition(FiberState::Free, FiberState::Running);
+    SwitchRecord record{&m_threadFiber, first, this, AfterSwitch::Started};
+    SwitchTo(record); // returns once the scheduler quits (ExitThread)
+}
+
+Worker *Worker::ExitThread(Fiber *self) {
+    FTL_ASSERT(m_index != 0, "worker 0 belongs to the thread that called Init; it never exits here");
+    // Hand the thread back to its own fiber, which returns from RunThread.
+    // Should this pool fiber be handed out again before the scheduler is
+    // gone, it simply goes on with the loop.
+    SwitchRecord record{self, &m_threadFiber, this, AfterSwitch::ReturnToPool};
+    return SwitchTo(record);
+}
+
+// ---- The loop ----
+
+void Worker::FiberEntry(void *message) {
+    Worker *worker = Arrived(message);
+    worker->Loop(worker->m_currentFiber);
+}
+
+void Worker::Loop(Fiber *self) {
+    Worker *worker = this;
+    for (;;) {
+        TaskItem item;
+        if (worker->FindWork(item)) {
+            IdleHooks hooks(*worker);
+            worker->m_scheduler->Idle().FoundWork(worker->m_index, hooks);
+            worker = worker->RunItem(self, item);
+            worker->CountItem();
+        } else if (!worker->PublishFinished()) { // publishing may ready a fiber: if so, look again
+            worker->EndTick();
+            worker = worker->Idle(self);
+        }
+    }
+}
+
+Worker *Worker::RunItem(Fiber *self, TaskItem const &item) {
+    if (!item.IsReadyFiber()) {
+        return RunTask(item);
+    }
+    // A ready fiber: run it in our place; this fiber goes back to the pool
+    // and continues from here when it is next handed out.
+    Fiber *fiber = item.AsFiber();
+    fiber->Transition(FiberState::Ready, FiberState::Running);
+    SwitchRecord record{self, fiber, this, AfterSwitch::ReturnToPool};
+    return SwitchTo(record);
+}
+
+Worker *Worker::Idle(Fiber *self) {
+    Scheduler &scheduler = *m_scheduler;
+    // Pairs with the fence in the scheduler's Drain: either this worker sees
+    // the drain request, or the drain sees every task this worker finished.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    scheduler.CheckDrain(*this);
+    if (scheduler.Quitting()) {
+        return ExitThread(self);
+    }
+    IdleHooks hooks(*this);
+    scheduler.Idle().Idle(m_index, scheduler.Behavior(), hooks);
+    m_tickStartNs = NowNs();
+    return this;
+}
+
+// ---- The find-work order's takes ----
+
+bool Worker::FindWork(TaskItem &item) {
+    bool const globalTurn = m_globalCountdown == 0;
+    bool const found = WalkOrder([&](Source source) { return Take(source, item); });
+    if (globalTurn) {
+        m_globalCountdown = m_globalInterval; // the turn was taken, work or not
+    }
+    return found;
+}
+
+inline bool Worker::Take(Source source, TaskItem &item) {
+    switch (source) {
+    case Source::Global:
+        return TakeGlobal(item);
+    case Source::Tasks:
+        return TakeTask(item);
+    case Source::ReadyFiber: {
+        Fiber *fiber;
+        if (TakeReadyFiber(fiber)) {
+            item = TaskItem::ReadyFiber(fiber);
+            return true;
+        }
+        return false;
+    }
+    case Source::Steal:
+        return Steal(item);
+    case Source::None:
+        break;
+    }
+    return false;
+}
+
+bool Worker::TakeReadyFiber(Fiber *&fiber) {
+    if ((fiber = m_pinned.Pop()) != nullptr) {
+        return true;
+    }
+    // Ready fibers resume oldest first: the owner takes from the top too.
+    // The fence-free emptiness check first (see WorkDeque::LooksEmpty).
+    return !m_ready.LooksEmpty() && m_ready.Steal(fiber);
+}
+
+bool Worker::TakeTask(TaskItem &item) {
+    for (auto &deque : m_tasks) {
+        if (deque.Pop(item)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool Worker::TakeGlobal(TaskItem &item) {
+    for (unsigned queue = 0; queue < kNumPriorities; ++queue) {
+        if (m_global[queue].Pop(item)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+std::uint32_t Worker::NextRandom() {
+    // xorshift32: cheap, good enough to pick steal victims.
+    std::uint32_t x = m_rng;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    m_rng = x;
+    return x;
+}
+
+bool Worker::Steal(TaskItem &item) {
+    unsigned const n = m_scheduler->NumWorkers();
+    if (n == 1) {
+        return false;
+    }
+    unsigned const start = NextRandom() % n;
+    for (unsigned i = 0; i < n; ++i) {
+        unsigned const victimIndex = (start + i) % n;
+        if (victimIndex == m_index) {
+            continue;
+        }
+        Worker &victim = m_scheduler->WorkerAt(victimIndex);
+        Fiber *fiber;
+        if (!victim.m_ready.LooksEmpty() && victim.m_ready.Steal(fiber)) {
+            item = TaskItem::ReadyFiber(fiber);
+            return true;
+        }
+        for (auto &deque : victim.m_tasks) {
+            if (!deque.LooksEmpty() && deque.Steal(item)) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+bool Worker::QueuesLookEmpty() const {
+    for (auto const &deque : m_tasks) {
+        if (!deque.LooksEmpty()) {
+            return false;
+        }
+    }
+    return m_ready.LooksEmpty();
+}
+
+// ---- The tick ----
+
+void Worker::EndTick() {
+    if (m_itemsThisTick != 0 && m_adaptiveInterval) {
+        // EWMA of the time per item (alpha = 0.1, as in Volt); the global
+        // queue is then checked about once per kGlobalQueueLatencyNs.
+        std::uint64_t const now = NowNs();
+        std::uint64_t const sample = (now - m_tickStartNs) / m_itemsThisTick;
+        std::uint64_t const avg = (sample + 9 * m_avgTaskNs) / 10;
+        m_avgTaskNs = avg == 0 ? 1 : avg;
+        std::uint64_t const interval = kGlobalQueueLatencyNs / m_avgTaskNs;
+        m_globalInterval = static_cast<unsigned>(
+            interval < kMinGlobalInterval ? kMinGlobalInterval
+                                          : (interval > kMaxGlobalInterval ? kMaxGlobalInterval : interval));
+        m_tickStartNs = now;
+    }
+    m_budget = kBudgetPerTick;
+    m_itemsThisTick = 0;
+}
+
+// ---- A task's run and finish ----
+
+void Worker::Invoke(TaskItem const &item) {
+    // An exception cannot cross the bottom of a fiber's stack (there is no
+    // frame to unwind into), so it ends the process here, with its origin
+    // named, rather than in an anonymous std::terminate.
+    try {
+        item.Function(m_scheduler->Owner(), item.Arg);
+    } catch (std::exception const &e) {
+        FTL_FATAL("an exception escaped a task (function %p, argument %p): %s",
+                  reinterpret_cast<void *>(item.Function), item.Arg, e.what());
+    } catch (...) {
+        FTL_FATAL("an exception escaped a task (function %p, argument %p)",
+                  reinterpret_cast<void *>(item.Function), item.Arg);
+    }
+}
+
+bool Worker::PublishFinished() {
+    unsigned const n = m_doneCount;
+    if (n == 0) {
+        return false;
+    }
+    TaskCounter *counter = m_doneCounter;
+    m_doneCount = 0;
+    m_doneCounter = nullptr;
+    // The decrement first: a finished count the drain check sees is a task
+    // whose counter already says so.
+    if (counter != nullptr) {
+        CounterOps::Finish(*counter, n);
+    }
+    m_tasksFinished.store(m_tasksFinished.load(std::memory_order_relaxed) + n, std::memory_order_release);
+    return true;
+}
+
+// ---- Switching ----
+
+Worker *Worker::SwitchTo(SwitchRecord &record) {
+    // The fiber switched to may run for long, or the one left may wait on
+    // what this worker finished: publish first.
+    PublishFinished();
+    EventCallbacks const &callbacks = m_scheduler->Callbacks();
+    if (callbacks.OnFiberDetached != nullptr && record.From->Reported) {
+        callbacks.OnFiberDetached(callbacks.Context, record.From->Index, record.Action == AfterSwitch::Park);
+    }
+    return Arrived(SwitchFiber(record.From, record.To, &record));
+}
+
+Worker *Worker::Arrived(void *message) {
+    // Copy the record: it lives on the stack of the fiber we left, which may
+    // run again (elsewhere) as soon as the post-switch step publishes it.
+    SwitchRecord const record = *static_cast<SwitchRecord *>(message);
+    Fiber *const self = record.To;
+    Worker *const worker = record.OnWorker;
+    self->CurrentWorker = worker;
+    worker->m_currentFiber = self;
+    // The attach first: the post-switch step may make this worker count as
+    // started, and Init must not return before its first attach is reported.
+    EventCallbacks const &callbacks = worker->m_scheduler->Callbacks();
+    if (callbacks.OnFiberAttached != nullptr && self->Reported) {
+        callbacks.OnFiberAttached(callbacks.Context, self->Index);
+    }
+    worker->AfterSwitchStep(record);
+    return worker;
+}
+
+void Worker::AfterSwitchStep(SwitchRecord const &record) {
+    switch (record.Action) {
+    case AfterSwitch::Started:
+        m_scheduler->WorkerStarted();
+        break;
+    case AfterSwitch::ReturnToPool:
+        record.From->Transition(FiberState::Running, FiberState::Free);
+        m_scheduler->Pool().Release(record.From, m_index);
+        break;
+    case AfterSwitch::Park:
+        PublishWaiter(*m_scheduler, record);
+        break;
+    }
+}
+
+} // namespace detail
+} // namespace ftl

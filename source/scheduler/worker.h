@@ -1,0 +1,343 @@
+// A worker: one OS thread's share of the scheduler, and the loop every pool
+// fiber runs on it. The worker owns its queues, its tick (the budget and the
+// global queue's turn), the find-work order, a task's run and finish, and the
+// switch between fibers with its post-switch step.
+//
+// The find-work order (docs/design.adoc, "The find-work order") is written
+// once, in WalkOrder: FindWork takes from its sources in that order, and the
+// wait's hand-off (wait.cpp) and the helping loop (help.cpp) ask NextSource
+// which source the order would take from now.
+//
+// Fields the owner alone touches come first; fields other threads read or
+// write sit on cache lines of their own.
+#pragma once
+
+#include "fiber/fiber.h"
+#include "platform/fault.h"
+#include "queue/fiber_inbox.h"
+#include "queue/global_queue.h"
+#include "queue/task_item.h"
+#include "queue/work_deque.h"
+#include "scheduler/mechanisms.h"
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+
+namespace ftl {
+namespace detail {
+
+class Scheduler;
+struct WaitNode;
+
+// Tuning constants. Each says where it comes from.
+// 128 items a tick before maintenance: Tokio's and Volt's BUDGET_PER_TICK.
+constexpr unsigned kBudgetPerTick = 128;
+// Global-queue check interval bounds and the latency target it is derived
+// from (interval = target / average item time), from Volt. The benchmark's
+// probe M1 measures it: about 0.5 ms with the adaptive interval, 4-6 ms with
+// the fixed one.
+constexpr unsigned kMinGlobalInterval = 8;
+constexpr unsigned kMaxGlobalInterval = 255;
+constexpr std::uint64_t kGlobalQueueLatencyNs = 1000000;
+constexpr std::uint64_t kInitialAvgTaskNs = 50000;
+// With AdaptiveGlobalInterval off: a fixed interval in the same range.
+constexpr unsigned kFixedGlobalInterval = 31;
+
+using TaskDeque = WorkDeque<TaskItem, TaskCell>;
+using FiberDeque = WorkDeque<Fiber *, PointerCell<Fiber *>>;
+
+// High, Normal.
+constexpr unsigned kNumPriorities = 2;
+
+// What the fiber switched to does with the fiber switched from.
+enum class AfterSwitch : std::uint8_t {
+    Started,      // a worker thread's own fiber handed the thread to the worker's first fiber:
+                  // the worker is up (Init waits for every worker's)
+    ReturnToPool, // the fiber left is idle: back to the free list
+    Park,         // the fiber left waits: publish it as a waiter
+};
+
+// Everything the other side of a switch needs. It lives on the stack of the
+// fiber being left, which stays valid until the post-switch step publishes
+// that fiber; the receiving side copies it first.
+struct SwitchRecord {
+    Fiber *From;
+    Fiber *To;
+    Worker *OnWorker;
+    AfterSwitch Action;
+    // Park only: registers Node on Waitable's list unless the condition it
+    // waits for already holds (then returns false and the fiber is readied).
+    bool (*Register)(void *waitable, WaitNode *node) = nullptr;
+    void *Waitable = nullptr;
+    WaitNode *Node = nullptr;
+};
+
+// Where the find-work order can take an item from.
+enum class Source : std::uint8_t {
+    Global,     // the global queue (outside threads' tasks and readied fibers)
+    Tasks,      // this worker's task deques, High before Normal
+    ReadyFiber, // this worker's pinned inbox, then its ready deque
+    Steal,      // another worker's ready fibers, then its tasks
+    None,       // (NextSource) nothing visible
+};
+
+class alignas(64) Worker {
+public:
+    // globalQueues: the scheduler's kNumPriorities global queues.
+    void Init(Scheduler *scheduler, GlobalQueue *globalQueues, unsigned index, int cpu,
+              Mechanisms const &mechanisms);
+
+    Scheduler &Owner() const { return *m_scheduler; }
+    unsigned Index() const { return m_index; }
+    int Cpu() const { return m_cpu; }
+    Fiber *CurrentFiber() const { return m_currentFiber; }
+    Fiber &ThreadFiber() { return m_threadFiber; }
+
+    // --- The thread ---
+    // The calling thread becomes this worker: its stack is the worker's
+    // thread fiber (pool index Index(); `reported` as in Fiber::Reported),
+    // pinned to Cpu() when `pin`, with an alternate signal stack when
+    // `altStack`.
+    void EnterThread(bool reported, bool pin, bool altStack);
+    void LeaveThread();
+    std::thread &Thread() { return m_thread; }
+    // Worker threads 1..n-1: hands the thread to the worker's first pool
+    // fiber; returns when the scheduler quits.
+    void RunThread(Fiber *first);
+
+    // --- The loop every pool fiber runs ---
+    static void FiberEntry(void *message);
+
+    // --- The find-work order ---
+    // Calls visit(source) for each source in the order a worker takes its
+    // next item from them, until one returns true; returns whether one did.
+    template <class Visit>
+    bool WalkOrder(Visit &&visit) const;
+    // The first source in the order with visible work (fence-free looks, so
+    // the answer may be stale by the time it is used; the take decides).
+    // `heldTasks`: the caller holds tasks of this worker's deques (an inline
+    // loop's hand), which count as visible Tasks. A global-queue turn that
+    // finds the queue empty is over.
+    Source NextSource(bool heldTasks);
+    bool TakeReadyFiber(Fiber *&fiber);
+    // Whether a task of higher priority than `queue` waits in this worker's deques.
+    bool HigherPriorityWaiting(unsigned queue) const;
+
+    // --- The tick ---
+    // Every item run (task, inline child, resumed fiber) counts.
+    void CountItem();
+
+    // --- A task's run and finish ---
+    // Runs a task on the current fiber; returns the worker it ends on (the
+    // task may wait and resume elsewhere).
+    Worker *RunTask(TaskItem const &item);
+    // Publishes this worker's finished tasks not yet published; true if there
+    // were any. (A task's finish is TaskEnded; see there.)
+    bool PublishFinished();
+    // This worker's finished tasks of `counter` not yet published.
+    unsigned UnpublishedOf(TaskCounter const *counter) const {
+        return m_doneCounter == counter ? m_doneCount : 0;
+    }
+
+    // --- Switching ---
+    // Switches from record.From (the running fiber) to record.To, after
+    // publishing this worker's finished tasks. Returns when record.From is
+    // resumed, with the worker it runs on then.
+    Worker *SwitchTo(SwitchRecord &record);
+
+    // --- Queues, and the counts the drain at destruction reads ---
+    TaskDeque &Tasks(unsigned queue) { return m_tasks[queue]; }
+    FiberDeque &ReadyFibers() { return m_ready; }
+    FiberInbox &Pinned() { return m_pinned; }
+    FiberInbox const &Pinned() const { return m_pinned; }
+    bool QueuesLookEmpty() const; // the task and ready deques (others may read them)
+    void CountAdded(std::uint64_t n) {
+        m_tasksAdded.store(m_tasksAdded.load(std::memory_order_relaxed) + n, std::memory_order_release);
+    }
+    std::uint64_t Added() const { return m_tasksAdded.load(std::memory_order_acquire); }
+    std::uint64_t Finished() const { return m_tasksFinished.load(std::memory_order_acquire); }
+
+private:
+    [[noreturn]] void Loop(Fiber *self);
+    bool FindWork(TaskItem &item);
+    // Always inlined: every caller passes a constant source (WalkOrder), so
+    // the switch folds away and each step of the order costs no call.
+    __attribute__((always_inline)) bool Take(Source source, TaskItem &item);
+    __attribute__((always_inline)) bool Visible(Source source, bool heldTasks) const;
+    bool TakeTask(TaskItem &item);
+    bool TakeGlobal(TaskItem &item);
+    bool Steal(TaskItem &item);
+    // Whether the tick's first item is due (it comes from the source the
+    // order otherwise puts second: the task deques when ready fibers go first).
+    bool TasksFirst() const { return (m_itemsThisTick == 0) == m_readyFibersFirst; }
+    void EndTick();
+    Worker *RunItem(Fiber *self, TaskItem const &item);
+    // The task's finish: every task that ends, on any path, ends here.
+    void TaskEnded(TaskCounter *counter);
+    void Invoke(TaskItem const &item);
+    static Worker *Arrived(void *message);
+    void AfterSwitchStep(SwitchRecord const &record);
+    Worker *Idle(Fiber *self);
+    Worker *ExitThread(Fiber *self);
+    std::uint32_t NextRandom();
+
+    Scheduler *m_scheduler = nullptr;
+    GlobalQueue *m_global = nullptr; // High, Normal; fibers readied outside the workers go to High
+    unsigned m_index = 0;
+
+    // --- owner only ---
+    Fiber m_threadFiber;
+    Fiber *m_currentFiber = nullptr;
+    // Tick state: it belongs to the worker, not to the fiber running the loop,
+    // since several fibers take turns running the loop on one worker.
+    unsigned m_budget = kBudgetPerTick;
+    unsigned m_itemsThisTick = 0;
+    std::uint64_t m_tickStartNs = 0;
+    std::uint64_t m_avgTaskNs = kInitialAvgTaskNs;
+    unsigned m_globalInterval = kFixedGlobalInterval;
+    // Items left before the global queue's turn comes (0: it is due now).
+    unsigned m_globalCountdown = 0;
+    bool m_adaptiveInterval = true;
+    bool m_readyFibersFirst = true;
+    // Finished tasks not yet published: the tasks of one counter that finish
+    // one after another on this worker lower it with a single atomic
+    // operation (TaskEnded / PublishFinished).
+    TaskCounter *m_doneCounter = nullptr;
+    unsigned m_doneCount = 0;
+    std::uint32_t m_rng = 1;
+    int m_cpu = -1;
+    std::thread m_thread;
+    AltSignalStack m_altStack;
+
+    // --- shared: stolen from, pushed to, or read by other threads ---
+    TaskDeque m_tasks[kNumPriorities];
+    FiberDeque m_ready;
+    alignas(64) FiberInbox m_pinned;
+    // Tasks this worker added and finished, for the quiescence check at
+    // destruction. Only the owner writes them (so no RMW is needed); others
+    // read them.
+    alignas(64) std::atomic<std::uint64_t> m_tasksAdded{0};
+    std::atomic<std::uint64_t> m_tasksFinished{0};
+};
+
+static_assert(alignof(Worker) == 64, "per-worker data must be cache-line aligned");
+
+// The worker the calling thread is, or nullptr. Never cached across a fiber
+// switch: the function is opaque to the optimizer (see worker.cpp).
+Worker *CurrentWorker();
+void SetCurrentWorker(Worker *worker);
+// The calling thread's worker if it belongs to `scheduler`, else nullptr
+// (opaque, like CurrentWorker).
+Worker *CurrentWorkerOf(Scheduler const *scheduler);
+// Identifies the running task (or, outside any scheduler, the thread), for
+// Fibtex's owner check: a task run inline shares its waiting parent's fiber,
+// so it is told apart by the inline loop's hand.
+void const *CurrentTaskIdentity();
+
+// ---- Inline: the order and the tick sit on every item's path ----
+
+template <class Visit>
+bool Worker::WalkOrder(Visit &&visit) const {
+    bool const globalFirst = m_globalCountdown == 0;
+    bool const tasksFirst = TasksFirst();
+    // 1. The global queue's turn, every m_globalInterval items (invariant 9).
+    if (globalFirst && visit(Source::Global)) {
+        return true;
+    }
+    // 2. The tick's first item (invariant 8).
+    if (tasksFirst && visit(Source::Tasks)) {
+        return true;
+    }
+    // 3. Ready fibers before new tasks (invariant 3).
+    if (visit(Source::ReadyFiber)) {
+        return true;
+    }
+    // 4. Own tasks, High before Normal (LIFO: depth first, cache warm).
+    if (!tasksFirst && visit(Source::Tasks)) {
+        return true;
+    }
+    // 5. The global queue.
+    if (!globalFirst && visit(Source::Global)) {
+        return true;
+    }
+    // 6. Another worker's ready fibers, then its tasks.
+    return visit(Source::Steal);
+}
+
+inline Source Worker::NextSource(bool heldTasks) {
+    bool const globalTurn = m_globalCountdown == 0;
+    Source next = Source::None;
+    WalkOrder([&](Source source) {
+        if (source != Source::Steal && Visible(source, heldTasks)) {
+            next = source;
+            return true;
+        }
+        return false;
+    });
+    if (globalTurn && next != Source::Global) {
+        m_globalCountdown = m_globalInterval;
+    }
+    return next;
+}
+
+inline bool Worker::Visible(Source source, bool heldTasks) const {
+    switch (source) {
+    case Source::Global:
+        return !m_global[0].LooksEmpty() || !m_global[1].LooksEmpty();
+    case Source::Tasks:
+        return heldTasks || !m_tasks[0].LooksEmpty() || !m_tasks[1].LooksEmpty();
+    case Source::ReadyFiber:
+        return !m_pinned.LooksEmpty() || !m_ready.LooksEmpty();
+    default:
+        return false;
+    }
+}
+
+inline bool Worker::HigherPriorityWaiting(unsigned queue) const {
+    for (unsigned higher = 0; higher < queue; ++higher) {
+        if (!m_tasks[higher].LooksEmpty()) {
+            return true;
+        }
+    }
+    return false;
+}
+
+inline void Worker::CountItem() {
+    if (m_globalCountdown != 0) {
+        --m_globalCountdown;
+    }
+    ++m_itemsThisTick;
+    if (--m_budget == 0) {
+        EndTick();
+    }
+}
+
+inline void Worker::TaskEnded(TaskCounter *counter) {
+    // Batched (docs/design.adoc, "A task's finish"): the finish waits on the
+    // worker until it is about to do anything but run another task of the
+    // same counter. Nothing can need it sooner: a waiter on that counter
+    // needs the task in between finished too.
+    if (counter != m_doneCounter) {
+        PublishFinished();
+        m_doneCounter = counter;
+    }
+    ++m_doneCount;
+}
+
+inline Worker *Worker::RunTask(TaskItem const &item) {
+    // A task of another counter first publishes the finishes held: it may
+    // run long, or wait on them.
+    if (m_doneCount != 0 && item.Counter != m_doneCounter) {
+        PublishFinished();
+    }
+    Fiber *const self = m_currentFiber;
+    Invoke(item);
+    // The task may have waited and resumed on another worker.
+    Worker *const worker = self->CurrentWorker;
+    worker->TaskEnded(item.Counter);
+    return worker;
+}
+
+} // namespace detail
+} // namespace ftl
