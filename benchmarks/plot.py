@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
-"""Turns ftl_bench's JSON into a chart: one panel per figure, one bar per system
-(the median, with a line from the minimum to the maximum).
+"""Turns ftl_bench's JSON into the chart and the results document.
 
-    python3 benchmarks/plot.py results.json results.svg [--asciidoc tables.adoc]
+    python3 benchmarks/plot.py results.json results.svg [--results-doc docs/results.adoc]
+                                                        [--readme README.asciidoc]
 
---asciidoc also writes the run's tables (medians with the ratio to ftl, and the
---features table when the run has one) as AsciiDoc, for the README.
+The chart has one panel per figure, one bar per system (the median, with a
+line from the minimum to the maximum). --results-doc writes the whole run as
+AsciiDoc: the run's conditions, the table of medians with ratios to ftl, each
+performance target's verdict (as ftl_bench judged it), the --features table,
+and every measurement with its spread and cross-core probe. --readme replaces
+the block between "// results:begin" and "// results:end" in the README with
+the run's table and verdict count. Both are regenerated, never edited by hand.
 Needs matplotlib (Debian: python3-matplotlib; bash third_party/deps.sh bench).
 """
 import argparse
@@ -151,24 +156,135 @@ def asciidoc_table(data, results, first_column, fast_probe):
     return "\n".join(lines) + "\n"
 
 
+def run_line(data):
+    return (f"{data['started']} to {data['finished']}; {data['cpu']}, {data['cores']} cores, "
+            f"{data['threads']} workers per system; medians of {data['repetitions']} runs"
+            f"{' (--short sizes)' if data.get('short') else ''}; load average {data['load_before']} before, "
+            f"{data['load_after']} after")
+
+
+def probe_summary(data, fast_probe):
+    probes = [p for key in ("results", "features") for cell in data.get(key, [])
+              if cell.get("status") == "ok" for p in cell.get("cross_core_ns", []) if p > 0]
+    if not probes:
+        return "no cross-core probe (one CPU)"
+    slow = sum(1 for key in ("results", "features") for cell in data.get(key, [])
+               if cell.get("status") == "ok" and max(cell.get("cross_core_ns", [0])) > SLOW_PLACEMENT * fast_probe)
+    return (f"cross-core probe (a cache-line round trip between the first two cores) {fmt(min(probes))} to {fmt(max(probes))} ns; "
+            f"{slow} cell(s) measured in the slow state (probe above {SLOW_PLACEMENT}x the fastest), marked *")
+
+
+def target_lines(data):
+    return [f"* {t['text']}: {'met' if t['met'] else '*not met*'}" for t in data.get("targets", [])]
+
+
+def details(data, results):
+    lines = ['[cols="1,2,2,2,3,4",options="header"]', "|===",
+             "| Figure | System | Median | Min .. max | Probe before / after (ns) | What it used"]
+    for cell in results:
+        if cell.get("status") == "ok":
+            probe = " / ".join(fmt(p) for p in cell.get("cross_core_ns", []))
+            lines.append(f"| {cell['figure']} | {cell['system']} | {fmt(cell['median'])} {cell['unit']} | "
+                         f"{fmt(cell['min'])} .. {fmt(cell['max'])} | {probe} | {cell.get('primitive', '')}")
+        elif cell.get("status") == "failed":
+            lines.append(f"| {cell['figure']} | {cell['system']} | FAILED | | | {cell.get('error', '')}")
+    lines.append("|===")
+    return "\n".join(lines) + "\n"
+
+
+def results_doc(data, chart_name):
+    fast_probe = fastest_probe(data)
+    met = sum(1 for t in data.get("targets", []) if t["met"])
+    parts = [
+        "= ftl_bench results",
+        "",
+        "// Written by benchmarks/plot.py from benchmarks/results.json (the `bench` workflow).",
+        "// Do not edit: run `bash third_party/deps.sh bench && cmake --workflow --preset bench`.",
+        "",
+        "The latest full run of the benchmark suite. The README's \"Performance\" section",
+        "describes the systems, the workloads and how the suite measures.",
+        "",
+        "== The run",
+        "",
+        f"* {run_line(data)}.",
+        f"* {probe_summary(data, fast_probe)}.",
+        "",
+        "== Medians",
+        "",
+        "In parentheses each system's median over ftl's (above 1: ftl is faster); n/a: the peer is not",
+        "in this build; -: the system has no such workload.",
+        "",
+        asciidoc_table(data, data["results"], "ftl", fast_probe),
+        "== Performance targets",
+        "",
+        f"{met} of {len(data.get('targets', []))} met in this run:",
+        "",
+    ] + target_lines(data) + [""]
+    if "features" in data:
+        parts += [
+            "== Each mechanism's part",
+            "",
+            "ftl once more per scheduling mechanism, with that one switched off (`ftl_bench --features`);",
+            "in parentheses each configuration's median over \"all on\" (above 1: the mechanism helps).",
+            "",
+            asciidoc_table(data, data["features"], "all on", fast_probe),
+        ]
+    parts += [
+        "== Every measurement",
+        "",
+        details(data, data["results"] + data.get("features", [])),
+        f"image::../benchmarks/{chart_name}[ftl_bench: medians per workload and system, with min and max,width=100%]",
+        "",
+    ]
+    return "\n".join(parts)
+
+
+def readme_block(data):
+    fast_probe = fastest_probe(data)
+    met = sum(1 for t in data.get("targets", []) if t["met"])
+    lines = [
+        f"The latest full run ({data['started']}, {data['threads']} workers per system, medians of "
+        f"{data['repetitions']} runs): each system's median, and in parentheses over ftl's (above 1: ftl "
+        f"is faster). `*`: measured in the host's slow state. {met} of {len(data.get('targets', []))} "
+        "performance targets met; `docs/results.adoc` has the verdicts, every measurement and each "
+        "mechanism's part.",
+        "",
+        asciidoc_table(data, data["results"], "ftl", fast_probe).rstrip("\n"),
+    ]
+    return "\n".join(lines)
+
+
+def replace_block(path, block):
+    with open(path, encoding="utf-8") as file:
+        text = file.read()
+    begin, end = "// results:begin\n", "// results:end"
+    if begin not in text or end not in text:
+        sys.exit(f"plot.py: {path} has no '// results:begin' / '// results:end' block")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(head + begin + block + "\n" + end + tail)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("json", help="ftl_bench --json output")
     parser.add_argument("chart", help="the chart to write (.svg or .png)")
-    parser.add_argument("--asciidoc", help="also write the tables as AsciiDoc to this file")
+    parser.add_argument("--results-doc", help="also write the results document (AsciiDoc) to this file")
+    parser.add_argument("--readme", help="also rewrite the results block of this README")
     args = parser.parse_args()
     with open(args.json, encoding="utf-8") as file:
         data = json.load(file)
     if data.get("sanitized"):
         sys.exit("plot.py: a sanitizer build's run has no figures to draw")
-    if args.asciidoc:
-        fast_probe = fastest_probe(data)
-        text = asciidoc_table(data, data["results"], "ftl", fast_probe)
-        if "features" in data:
-            text += "\n" + asciidoc_table(data, data["features"], "all on", fast_probe)
-        with open(args.asciidoc, "w", encoding="utf-8") as file:
-            file.write(text)
-        print(f"plot.py: wrote {args.asciidoc}")
+    if args.results_doc:
+        import os
+        with open(args.results_doc, "w", encoding="utf-8") as file:
+            file.write(results_doc(data, os.path.basename(args.chart)))
+        print(f"plot.py: wrote {args.results_doc}")
+    if args.readme:
+        replace_block(args.readme, readme_block(data))
+        print(f"plot.py: rewrote the results block of {args.readme}")
     draw(data, args.chart)
 
 

@@ -2,11 +2,13 @@
 # from the JSON even when a measurement failed (the JSON and the tables say
 # which); the step fails afterwards if ftl_bench did.
 #
-#   -DFTL_BENCH=<ftl_bench> -DJSON=<file> -DCHART=<file> -DTABLES=<file> [-DPYTHON=<python3 with matplotlib>]
+#   -DFTL_BENCH=<ftl_bench> -DJSON=<file> -DCHART=<file> -DRESULTS=<file> -DREADME=<file>
+#   [-DPYTHON=<python3 with matplotlib>]
 execute_process(COMMAND ${FTL_BENCH} --features --json ${JSON} RESULT_VARIABLE bench_status)
 if(PYTHON)
     if(EXISTS ${JSON})
-        execute_process(COMMAND ${PYTHON} ${CMAKE_CURRENT_LIST_DIR}/plot.py ${JSON} ${CHART} --asciidoc ${TABLES}
+        execute_process(COMMAND ${PYTHON} ${CMAKE_CURRENT_LIST_DIR}/plot.py ${JSON} ${CHART} --results-doc ${RESULTS}
+                                --readme ${README}
                         RESULT_VARIABLE plot_status)
         if(NOT plot_status EQUAL 0)
             message(FATAL_ERROR "run-bench: plot.py failed (${plot_status})")
