@@ -261,6 +261,18 @@ std::vector<TargetVerdict> JudgeTargets(bench::Table const &table) {
                    bench::FormatValue(peer).c_str(), bench::FormatValue(ftl).c_str(), peer / ftl),
             peer / ftl >= 1.5});
     }
+    for (auto const &[closure, lineage] :
+         {std::pair<char const *, char const *>{"W1c", "W1"}, {"W3c", "W3"}}) {
+        double const withClosures = MedianOf(table, closure, "ftl");
+        double const withTasks = MedianOf(table, lineage, "ftl");
+        if (withClosures > 0 && withTasks > 0) {
+            verdicts.push_back(TargetVerdict{
+                Format("%s: a closure task %s ns, a lineage Task (%s) %s ns: %+.2f ns; target <= +2 ns",
+                       closure, bench::FormatValue(withClosures).c_str(), lineage,
+                       bench::FormatValue(withTasks).c_str(), withClosures - withTasks),
+                withClosures - withTasks <= 2.0});
+        }
+    }
     {
         double const ftl = MedianOf(table, "W4", "ftl");
         auto const [peer, name] = BestPeer(table, {"W4"});

@@ -174,6 +174,107 @@ private:
     Node m_root{0, 0, nullptr};
 };
 
+// W1c, W3c, W3s: the same work with closures ----------------------------------
+
+// W1 with one AddTasks(count, f) per batch: f captures a pointer, so it
+// travels inside each queued task.
+class EmptyBatchesClosure final : public Fixture {
+public:
+    EmptyBatchesClosure(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
+        : m_scheduler(sizes, mechanisms), m_tally(m_scheduler.Threads()) {}
+
+    void Run() override {
+        ftl::TaskScheduler *const ts = m_scheduler.Get();
+        Tally *const tally = &m_tally;
+        for (unsigned batch = 0; batch < kBatches; ++batch) {
+            ftl::TaskCounter counter(ts);
+            ts->AddTasks(
+                kBatchSize,
+                [tally](ftl::TaskScheduler *taskScheduler, unsigned) {
+                    tally->Count(taskScheduler->GetCurrentThreadIndex());
+                },
+                ftl::TaskPriority::Normal, &counter);
+            ts->WaitForCounter(&counter);
+        }
+    }
+
+    Verdict Check() override {
+        return ExpectCount("tasks run", m_tally.Take(), std::uint64_t(kBatches) * kBatchSize);
+    }
+
+private:
+    Scheduler m_scheduler;
+    Tally m_tally;
+};
+
+// W3 with closures: kTwoClosures adds each child with AddTask and a closure of
+// three pointers (24 bytes: in a slot of the closure pool); otherwise one
+// AddTasks(2, f) per node, f capturing a pointer (inside the queued tasks).
+template <bool kTwoClosures>
+class FibonacciClosures final : public Fixture {
+public:
+    FibonacciClosures(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
+        : m_scheduler(sizes, mechanisms), m_n(sizes.FibN), m_tally(m_scheduler.Threads()) {}
+
+    void Run() override {
+        m_root = Node{m_n, 0};
+        ftl::TaskCounter counter(m_scheduler.Get());
+        Node *const root = &m_root;
+        Tally *const tally = &m_tally;
+        m_scheduler.Get()->AddTask([root, tally](ftl::TaskScheduler *ts) { Fib(ts, root, tally); },
+                                   ftl::TaskPriority::Normal, &counter);
+        m_scheduler.Get()->WaitForCounter(&counter);
+    }
+
+    Verdict Check() override {
+        return FirstFailure({ExpectCount("fib", m_root.Value, Fibonacci(m_n)),
+                             ExpectCount("tasks run", m_tally.Take(), FibonacciNodes(m_n))});
+    }
+
+private:
+    struct Node {
+        unsigned N;
+        std::uint64_t Value;
+    };
+
+    static void Fib(ftl::TaskScheduler *ts, Node *node, Tally *tally) {
+        tally->Count(ts->GetCurrentThreadIndex());
+        if (node->N < 2) {
+            node->Value = node->N;
+            return;
+        }
+        Node children[2] = {Node{node->N - 1, 0}, Node{node->N - 2, 0}};
+        ftl::TaskCounter counter(ts);
+        if constexpr (kTwoClosures) {
+            for (Node &child : children) {
+                ts->AddTask([ts, child = &child, tally] { Fib(ts, child, tally); }, ftl::TaskPriority::Normal,
+                            &counter);
+            }
+        } else {
+            struct Both {
+                Node *Children;
+                Tally *Counts;
+            };
+            // One pointer to both, so the closure fits in the queued task.
+            Both const both{children, tally};
+            Both const *const shared = &both;
+            ts->AddTasks(
+                2,
+                [shared](ftl::TaskScheduler *taskScheduler, unsigned i) {
+                    Fib(taskScheduler, &shared->Children[i], shared->Counts);
+                },
+                ftl::TaskPriority::Normal, &counter);
+        }
+        ts->WaitForCounter(&counter);
+        node->Value = children[0].Value + children[1].Value;
+    }
+
+    Scheduler m_scheduler;
+    unsigned m_n;
+    Tally m_tally;
+    Node m_root{0, 0};
+};
+
 // W4 ---------------------------------------------------------------------------
 
 // Ping waits for 2i and writes 2i + 1; pong waits for 2i + 1 and writes 2i + 2.
@@ -566,6 +667,12 @@ System MakeFtlSystem(std::string name, ftl::detail::Mechanisms const &mechanisms
         Make<ProducerConsumer>("W2", "AddTasks + TaskCounter, producers wait in tasks", mechanisms));
     list.push_back(
         Make<FibonacciTree>("W3", "AddTasks(2) + TaskCounter + WaitForCounter per node", mechanisms));
+    list.push_back(
+        Make<EmptyBatchesClosure>("W1c", "AddTasks(1000, closure) + TaskCounter per batch", mechanisms));
+    list.push_back(
+        Make<FibonacciClosures<false>>("W3c", "AddTasks(2, closure) + TaskCounter per node", mechanisms));
+    list.push_back(Make<FibonacciClosures<true>>("W3s", "AddTask(24-byte closure) x2 + TaskCounter per node",
+                                                 mechanisms));
     list.push_back(Make<PingPong>("W4", "FullAtomicCounter, WaitForCounter(counter, value)", mechanisms));
     list.push_back(Make<ContendedFibtex>("W5", "Fibtex, std::lock_guard", mechanisms));
     list.push_back(Make<ContendedFibtex>("W5b", "Fibtex, std::lock_guard", mechanisms));

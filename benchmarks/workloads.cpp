@@ -110,6 +110,23 @@ std::vector<Workload> MakeWorkloads(Sizes const &sizes) {
              std::to_string(FibonacciNodes(sizes.FibN)) + " tasks)",
          {{"W3", "ns/task"}},
          double(FibonacciNodes(sizes.FibN))});
+    workloads.push_back({"W1c",
+                         "W1 with closures, ftl only: one AddTasks(1000, closure) per batch, the closure "
+                         "capturing a pointer (it travels inside each queued task)",
+                         {{"W1c", "ns/task"}},
+                         double(kBatches) * kBatchSize});
+    workloads.push_back(
+        {"W3c",
+         "W3 with closures, ftl only: one AddTasks(2, closure) per node, the closure capturing a "
+         "pointer",
+         {{"W3c", "ns/task"}},
+         double(FibonacciNodes(sizes.FibN))});
+    workloads.push_back(
+        {"W3s",
+         "W3 with closures, ftl only: two AddTask per node, each closure 24 bytes (in a slot of "
+         "the closure pool)",
+         {{"W3s", "ns/task"}},
+         double(FibonacciNodes(sizes.FibN))});
     workloads.push_back({"W4",
                          "two tasks ping-pong " + std::to_string(sizes.PingPongRounds) +
                              " times, each waiting for the value the other one writes",

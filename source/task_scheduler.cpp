@@ -9,7 +9,11 @@
 #include "scheduler/help.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/wait.h"
+#include "wait/wait_list.h"
 #include "waitables/counter_ops.h"
+
+#include <limits>
+#include <thread>
 
 namespace ftl {
 
@@ -51,10 +55,12 @@ detail::Scheduler *Checked(detail::Scheduler *impl, char const *what) {
     return impl;
 }
 
-// Waits until `counter` holds `target`. `worker`: the calling thread's worker
-// of this scheduler, or nullptr.
-void WaitForValue(detail::Scheduler *scheduler, detail::Worker *worker, BaseCounter *counter, unsigned target,
-                  bool pin) {
+// Waits until `counter` holds `target`, or until `deadline` (0: none).
+// `worker`: the calling thread's worker of this scheduler, or nullptr, which
+// blocks the thread. Returns whether the target was reached.
+bool WaitForValue(detail::Scheduler *scheduler, detail::Worker *worker, BaseCounter *counter, unsigned target,
+                  bool pin, std::uint64_t deadline) {
+    detail::CounterOps::CheckAlive(*counter, "TaskScheduler::WaitForCounter");
     if (detail::CounterOps::Owner(*counter) != scheduler->Owner()) {
         // Its waiters would be readied into the other scheduler's queues.
         FTL_FATAL("TaskScheduler::WaitForCounter on a counter created for another TaskScheduler");
@@ -63,13 +69,31 @@ void WaitForValue(detail::Scheduler *scheduler, detail::Worker *worker, BaseCoun
         worker->PublishFinished(); // the value may be waiting on them
     }
     if (detail::CounterOps::Value(*counter) == target) {
-        return;
+        return true;
+    }
+    detail::WaitNode node;
+    node.Target = target;
+    if (deadline != 0) {
+        if (detail::NowNs() >= deadline) {
+            return false;
+        }
+        node.Deadline = deadline;
+        node.Waitable = counter;
+        node.Cancel = &detail::CounterOps::Cancel;
     }
     if (worker == nullptr) {
-        FTL_FATAL("TaskScheduler::WaitForCounter called from a thread that is not a worker of this "
-                  "TaskScheduler");
+        return detail::WaitOnThread(node, &detail::CounterOps::Register, counter);
     }
-    detail::Park(worker, pin, &detail::CounterOps::Register, counter, target);
+    detail::Park(worker, node, pin, &detail::CounterOps::Register, counter);
+    return !node.TimedOut;
+}
+
+// After a wait on `counter` returned: rethrows the exception a task added
+// with it kept, if any.
+void RethrowKept(TaskCounter &counter) {
+    if (std::exception_ptr error = detail::CounterOps::TakeError(counter)) {
+        std::rethrow_exception(error);
+    }
 }
 
 } // namespace
@@ -93,13 +117,47 @@ int TaskScheduler::Init(TaskSchedulerInitOptions options) {
 }
 
 void TaskScheduler::AddTask(Task task, TaskPriority priority, TaskCounter *counter) {
-    Checked(m_impl, "AddTask")->AddTasks(1, &task, priority, counter);
+    Checked(m_impl, "AddTask")->AddTasks(1, &task, priority, counter, kAnyThread);
 }
 
 void TaskScheduler::AddTasks(unsigned numTasks, Task const *tasks, TaskPriority priority,
                              TaskCounter *counter) {
-    Checked(m_impl, "AddTasks")->AddTasks(numTasks, tasks, priority, counter);
+    Checked(m_impl, "AddTasks")->AddTasks(numTasks, tasks, priority, counter, kAnyThread);
 }
+
+void TaskScheduler::AddPinnedTask(unsigned threadIndex, Task task, TaskPriority priority,
+                                  TaskCounter *counter) {
+    detail::Scheduler *scheduler = Checked(m_impl, "AddPinnedTask");
+    scheduler->CheckThreadIndex(threadIndex, "AddPinnedTask");
+    scheduler->AddTasks(1, &task, priority, counter, threadIndex);
+}
+
+void TaskScheduler::AddClosures(unsigned threadIndex, unsigned count,
+                                std::pair<detail::ClosureInvoker, void *> closure, TaskPriority priority,
+                                TaskCounter *counter) {
+    Checked(m_impl, "AddTask")
+        ->AddClosures(count, closure.first, closure.second, priority, counter, threadIndex);
+}
+
+void TaskScheduler::CheckThreadIndex(unsigned threadIndex, char const *what) const {
+    Checked(m_impl, what)->CheckThreadIndex(threadIndex, what);
+}
+
+namespace detail {
+
+void *AllocateClosureSlot(TaskScheduler *taskScheduler) {
+    Scheduler *scheduler = Checked(Scheduler::Of(taskScheduler), "AddTask");
+    Worker *worker = scheduler->CurrentWorkerOfThis();
+    return scheduler->Closures().Allocate(worker != nullptr ? static_cast<int>(worker->Index()) : -1);
+}
+
+void FreeClosureSlot(TaskScheduler *taskScheduler, void *slot) noexcept {
+    Scheduler *scheduler = Scheduler::Of(taskScheduler);
+    Worker *worker = scheduler->CurrentWorkerOfThis();
+    scheduler->Closures().Free(slot, worker != nullptr ? static_cast<int>(worker->Index()) : -1);
+}
+
+} // namespace detail
 
 void TaskScheduler::WaitForCounter(TaskCounter *counter, bool pinToCurrentThread) {
     detail::Scheduler *scheduler = Checked(m_impl, "WaitForCounter");
@@ -111,17 +169,67 @@ void TaskScheduler::WaitForCounter(TaskCounter *counter, bool pinToCurrentThread
         (!pinToCurrentThread || worker->CurrentFiber()->IsThreadFiber)) {
         worker = detail::HelpWhileWaiting(worker, counter);
     }
-    WaitForValue(scheduler, worker, counter, 0, pinToCurrentThread);
+    WaitForValue(scheduler, worker, counter, 0, pinToCurrentThread, 0);
+    RethrowKept(*counter);
 }
 
 void TaskScheduler::WaitForCounter(AtomicFlag *counter, bool pinToCurrentThread) {
     detail::Scheduler *scheduler = Checked(m_impl, "WaitForCounter");
-    WaitForValue(scheduler, scheduler->CurrentWorkerOfThis(), counter, 0, pinToCurrentThread);
+    WaitForValue(scheduler, scheduler->CurrentWorkerOfThis(), counter, 0, pinToCurrentThread, 0);
 }
 
 void TaskScheduler::WaitForCounter(FullAtomicCounter *counter, unsigned value, bool pinToCurrentThread) {
     detail::Scheduler *scheduler = Checked(m_impl, "WaitForCounter");
-    WaitForValue(scheduler, scheduler->CurrentWorkerOfThis(), counter, value, pinToCurrentThread);
+    WaitForValue(scheduler, scheduler->CurrentWorkerOfThis(), counter, value, pinToCurrentThread, 0);
+}
+
+bool TaskScheduler::WaitForCounter(TaskCounter *counter, std::chrono::nanoseconds timeout,
+                                   bool pinToCurrentThread) {
+    detail::Scheduler *scheduler = Checked(m_impl, "WaitForCounter");
+    // No helping: a child run inline could outlast the deadline.
+    if (!WaitForValue(scheduler, scheduler->CurrentWorkerOfThis(), counter, 0, pinToCurrentThread,
+                      detail::DeadlineAfter(timeout))) {
+        return false;
+    }
+    RethrowKept(*counter);
+    return true;
+}
+
+bool TaskScheduler::WaitForCounter(AtomicFlag *flag, std::chrono::nanoseconds timeout,
+                                   bool pinToCurrentThread) {
+    detail::Scheduler *scheduler = Checked(m_impl, "WaitForCounter");
+    return WaitForValue(scheduler, scheduler->CurrentWorkerOfThis(), flag, 0, pinToCurrentThread,
+                        detail::DeadlineAfter(timeout));
+}
+
+bool TaskScheduler::WaitForCounter(FullAtomicCounter *counter, unsigned value,
+                                   std::chrono::nanoseconds timeout, bool pinToCurrentThread) {
+    detail::Scheduler *scheduler = Checked(m_impl, "WaitForCounter");
+    return WaitForValue(scheduler, scheduler->CurrentWorkerOfThis(), counter, value, pinToCurrentThread,
+                        detail::DeadlineAfter(timeout));
+}
+
+void TaskScheduler::SleepFor(std::chrono::nanoseconds duration) {
+    detail::Scheduler *scheduler = Checked(m_impl, "SleepFor");
+    detail::Worker *worker = scheduler->CurrentWorkerOfThis();
+    if (worker == nullptr) {
+        std::this_thread::sleep_for(duration);
+        return;
+    }
+    detail::WaitNode node;
+    node.Deadline = detail::DeadlineAfter(duration);
+    detail::Park(worker, node, false, &detail::RegisterSleep, scheduler);
+}
+
+void TaskScheduler::Yield() {
+    detail::Scheduler *scheduler = Checked(m_impl, "Yield");
+    detail::Worker *worker = scheduler->CurrentWorkerOfThis();
+    if (worker == nullptr) {
+        std::this_thread::yield();
+        return;
+    }
+    detail::WaitNode node;
+    detail::Park(worker, node, false, &detail::RegisterYield, worker);
 }
 
 unsigned TaskScheduler::GetCurrentThreadIndex() const {

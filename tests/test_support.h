@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -97,6 +98,41 @@ inline void FibTask(ftl::TaskScheduler *ts, void *arg) {
     // Plain reads: the wait makes the children's writes visible.
     call->Result = children[0].Result + children[1].Result;
 }
+
+// Threads that are not workers, joined through the scheduler: the thread
+// that called Init is worker 0 and runs tasks only while it waits in the
+// scheduler, so with one worker a plain join() would hold back the tasks the
+// outside threads wait for. Join() waits on a counter that each thread bumps
+// as it ends, then joins them.
+class OutsideThreads {
+public:
+    explicit OutsideThreads(ftl::TaskScheduler *ts) : m_ts(ts), m_ended(ts, 0) {}
+    OutsideThreads(OutsideThreads const &) = delete;
+    OutsideThreads &operator=(OutsideThreads const &) = delete;
+    ~OutsideThreads() { Join(); }
+
+    template <class F>
+    void Start(F f) {
+        m_threads.emplace_back([this, f]() mutable {
+            f();
+            m_ended.FetchAdd(1);
+        });
+    }
+
+    void Join() {
+        m_ts->WaitForCounter(&m_ended, static_cast<unsigned>(m_threads.size()));
+        for (std::thread &thread : m_threads) {
+            thread.join();
+        }
+        m_threads.clear();
+        m_ended.Store(0);
+    }
+
+private:
+    ftl::TaskScheduler *m_ts;
+    ftl::FullAtomicCounter m_ended;
+    std::vector<std::thread> m_threads;
+};
 
 // Yields the thread (a task calling it holds its worker meanwhile) until
 // pred() holds or the timeout passes; returns pred().

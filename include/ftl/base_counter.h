@@ -5,7 +5,9 @@
 // - Any number of fibers may wait on one counter at once (the lineage's
 //   fiberSlots argument and NUM_WAITING_FIBER_SLOTS are accepted and ignored).
 // - A counter must outlive every wait on it and every task added with it.
-//   Destroying a counter while fibers wait on it is a fatal error. It may be
+//   Destroying a counter while fibers (or threads) wait on it is a fatal
+//   error, and so is waiting on a counter already destroyed (as long as its
+//   storage was not reused). It may be
 //   destroyed as soon as a wait on it returned, provided no task was added to
 //   it after it reached the value that released the wait.
 // - An operation that leaves the counter at no waiter's target touches only
@@ -64,6 +66,10 @@ protected:
     std::atomic<std::uint64_t> m_state;
     detail::WaitList m_waiters;
     TaskScheduler *m_taskScheduler;
+    // kLiveTag while the counter exists: a wait on a destroyed counter (its
+    // storage not yet reused) is reported instead of reading a dead list.
+    static constexpr std::uint32_t kLiveTag = 0x46544c43u;
+    std::uint32_t m_liveTag = kLiveTag;
 
     friend class detail::Scheduler;
     friend class detail::CounterOps;

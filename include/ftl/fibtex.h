@@ -9,9 +9,9 @@
 //   wherever it resumes. Fibers are the owners, not threads.
 // - Destroying a Fibtex that is locked or has waiters is a fatal error.
 // - Memory ordering: unlock releases, a successful lock acquires.
-// - Locking or unlocking outside the scheduler's threads is allowed as long
-//   as it never has to park (try_lock, lock_spin_infinite, an uncontended lock);
-//   a park there is a fatal error.
+// - Any thread may lock and unlock it: on a thread that is not one of the
+//   scheduler's workers, a contended lock blocks that thread until an unlock
+//   hands it the turn.
 // - lock() tries a short spin before it parks: a holder on another core is
 //   usually about to unlock, and parking costs two fiber switches.
 #pragma once
@@ -65,6 +65,8 @@ private:
     }
     void LockSlow(bool pinToThread);
     void SetOwner();
+    // unlock() after its ownership check.
+    void Release();
 
     std::atomic<std::uint32_t> m_state{kUnlocked};
     // The owning fiber's identity, for the unlock-by-non-owner check.

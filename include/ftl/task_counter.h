@@ -2,11 +2,20 @@
 // tasks, each finished task lowers it by one, and
 // TaskScheduler::WaitForCounter(&counter) waits for it to reach 0.
 //
-// Memory ordering: everything a task did before it finished is visible to a
-// fiber whose wait on the counter returned.
+// Memory ordering: everything a task did before it finished is visible to
+// whoever's wait on the counter returned.
+//
+// Errors at the waiter: an exception that escapes a task added with the
+// counter is kept by the counter, and the next WaitForCounter on it (or
+// WaitGroup::Wait) rethrows it once the counter reaches 0. Only the first is
+// kept; exceptions from other tasks while one is kept are dropped and
+// counted (DroppedExceptions). After the rethrow the counter is usable again.
 #pragma once
 
 #include "ftl/base_counter.h"
+
+#include <atomic>
+#include <exception>
 
 namespace ftl {
 
@@ -27,6 +36,18 @@ public:
             WakeWaiters(0);
         }
     }
+
+    // How many exceptions were dropped because one was already kept: since
+    // the kept one was stored, until the next one is.
+    unsigned DroppedExceptions() const { return m_droppedExceptions.load(std::memory_order_acquire); }
+
+private:
+    friend class detail::CounterOps;
+    // Guarded by the waiter list's lock; m_hasError lets a wait skip the lock
+    // when there is nothing to rethrow.
+    std::exception_ptr m_error;
+    std::atomic<unsigned> m_droppedExceptions{0};
+    std::atomic<bool> m_hasError{false};
 };
 
 } // namespace ftl

@@ -4,28 +4,35 @@
 // Contract
 // - Init() binds the calling thread as worker 0 and starts the others. The
 //   calling thread takes part in the work whenever it waits.
-// - AddTask/AddTasks copy the tasks; with a counter, the counter is raised by
-//   the number of tasks before any of them can run, and lowered by one as each
-//   finishes. They may be called from any worker thread, and from other
-//   threads too (those tasks go through a global queue).
-// - WaitForCounter may only be called from a worker thread of this scheduler
-//   (from a task, or from the thread that called Init). When the counter is
-//   not yet at its target the calling fiber parks and the thread runs other
-//   work; the fiber resumes on any worker, or on the same thread when pinned.
-//   The thread that called Init always resumes on its own thread.
+// - AddTask/AddTasks copy the tasks (or move the closures); with a counter,
+//   the counter is raised by the number of tasks before any of them can run,
+//   and lowered by one as each finishes. They may be called from any thread:
+//   tasks added by a thread that is not a worker go through a global queue.
+// - An exception that escapes a task added with a TaskCounter is kept by the
+//   counter, and the next wait on it rethrows it (see TaskCounter). One that
+//   escapes a task without a counter ends the process with a report.
+// - WaitForCounter parks the calling fiber when called from a worker (a
+//   task, or the thread that called Init): the thread runs other work, and
+//   the fiber resumes on any worker, or on the same thread when pinned. The
+//   thread that called Init always resumes on its own thread. Called from any
+//   other thread, it blocks that thread until the target is reached.
 // - Memory ordering: everything a task did before its counter reached the
-//   target is visible to the fiber that waited for it.
+//   target is visible to whoever waited for it.
 // - Destruction runs every task already added (including tasks those tasks
 //   add) before the threads stop; no work is dropped. It must be called from
 //   the thread that called Init, outside any task.
 #pragma once
 
 #include "ftl/callbacks.h"
+#include "ftl/detail/closure.h"
 #include "ftl/ftl_valgrind.h"
 #include "ftl/task.h"
 
+#include <chrono>
 #include <cstddef>
 #include <limits>
+#include <type_traits>
+#include <utility>
 
 namespace ftl {
 
@@ -108,13 +115,72 @@ public:
     void AddTasks(unsigned numTasks, Task const *tasks, TaskPriority priority,
                   TaskCounter *counter = nullptr);
 
-    // Waits until the counter is 0.
+    // A closure as a task: f() or f(TaskScheduler *) runs once. A closure that
+    // is trivially copyable and no larger than a pointer travels inside the
+    // queued task; one of up to 48 bytes is moved into a slot of the
+    // scheduler's closure pool (adding it allocates nothing once the pool is
+    // warm); a larger one is moved to the heap. A Task argument selects the
+    // lineage overload above.
+    template <class F, std::enable_if_t<!std::is_convertible<std::decay_t<F>, Task>::value, int> = 0>
+    void AddTask(F &&f, TaskPriority priority, TaskCounter *counter = nullptr) {
+        static_assert(detail::kIsTaskClosure<std::decay_t<F>>,
+                      "AddTask takes a Task, or a closure called as f() or f(TaskScheduler *)");
+        AddClosures(kAnyThread, 1, detail::PackClosure(this, std::forward<F>(f)), priority, counter);
+    }
+    // count tasks of one closure: f(i) or f(TaskScheduler *, i) runs for each
+    // i in [0, count), one task each (in any order, possibly at once). The
+    // tasks share one copy of f.
+    template <class F, std::enable_if_t<!std::is_convertible<F, Task const *>::value, int> = 0>
+    void AddTasks(unsigned count, F &&f, TaskPriority priority, TaskCounter *counter = nullptr) {
+        static_assert(
+            detail::kIsIndexedClosure<std::decay_t<F>>,
+            "AddTasks takes an array of Tasks, or a closure called as f(i) or f(TaskScheduler *, i)");
+        if (count != 0) {
+            AddClosures(kAnyThread, count, detail::PackSharedClosure(this, count, std::forward<F>(f)),
+                        priority, counter);
+        }
+    }
+
+    // A task that runs only on worker thread `threadIndex` (0 is the thread
+    // that called Init, which runs its pinned tasks while it is parked in a
+    // wait, a SleepFor or a Yield). For APIs bound to one thread (a graphics
+    // context, a window's event loop). A thread index beyond the thread count
+    // is a fatal error.
+    void AddPinnedTask(unsigned threadIndex, Task task, TaskPriority priority,
+                       TaskCounter *counter = nullptr);
+    template <class F, std::enable_if_t<!std::is_convertible<std::decay_t<F>, Task>::value, int> = 0>
+    void AddPinnedTask(unsigned threadIndex, F &&f, TaskPriority priority, TaskCounter *counter = nullptr) {
+        static_assert(detail::kIsTaskClosure<std::decay_t<F>>,
+                      "AddPinnedTask takes a Task, or a closure called as f() or f(TaskScheduler *)");
+        CheckThreadIndex(threadIndex, "AddPinnedTask");
+        AddClosures(threadIndex, 1, detail::PackClosure(this, std::forward<F>(f)), priority, counter);
+    }
+
+    // Waits until the counter is 0. If a task added with it threw, rethrows
+    // the first such exception (see TaskCounter).
     void WaitForCounter(TaskCounter *counter, bool pinToCurrentThread = false);
     // Waits until the flag is clear.
     void WaitForCounter(AtomicFlag *counter, bool pinToCurrentThread = false);
     // Waits until the counter holds value (equality, checked when the wait
     // starts and at every change the counter's operations make).
     void WaitForCounter(FullAtomicCounter *counter, unsigned value, bool pinToCurrentThread = false);
+
+    // The same with a timeout: true when the target was reached, false when
+    // the timeout passed first. A timed wait does not run the counter's own
+    // tasks while it waits (one could outlast the deadline).
+    bool WaitForCounter(TaskCounter *counter, std::chrono::nanoseconds timeout,
+                        bool pinToCurrentThread = false);
+    bool WaitForCounter(AtomicFlag *flag, std::chrono::nanoseconds timeout, bool pinToCurrentThread = false);
+    bool WaitForCounter(FullAtomicCounter *counter, unsigned value, std::chrono::nanoseconds timeout,
+                        bool pinToCurrentThread = false);
+
+    // Parks the calling fiber for `duration` (its worker runs other work
+    // meanwhile); on a thread that is not a worker, sleeps the thread.
+    void SleepFor(std::chrono::nanoseconds duration);
+    // Lets the work queued on this worker run first (its tasks, ready fibers,
+    // pinned tasks, the global queue), then continues on this worker. On a
+    // thread that is not a worker, yields the thread.
+    void Yield();
 
     // The calling thread's worker index in [0, GetThreadCount()), or
     // kInvalidIndex on a thread that is not one of this scheduler's workers.
@@ -135,6 +201,11 @@ public:
 
 private:
     friend class detail::Scheduler;
+    static constexpr unsigned kAnyThread = std::numeric_limits<unsigned>::max();
+    void AddClosures(unsigned threadIndex, unsigned count, std::pair<detail::ClosureInvoker, void *> closure,
+                     TaskPriority priority, TaskCounter *counter);
+    void CheckThreadIndex(unsigned threadIndex, char const *what) const;
+
     detail::Scheduler *m_impl = nullptr;
 };
 

@@ -109,6 +109,10 @@ private:
     void Wake(unsigned index);
     template <class Hooks>
     void Park(unsigned self, Hooks &hooks);
+    // A parked worker that sees work (or must stop idling) takes its bit back
+    // and leaves; false when it stays parked.
+    template <class Hooks>
+    bool LeaveIfWork(unsigned self, Hooks &hooks);
 
     // Set at Init, read on every item a worker finds (FoundWork): on a line
     // no other thread writes. (Beside the searcher count they cost W3 about
@@ -171,32 +175,47 @@ void IdleState::Park(unsigned self, Hooks &hooks) {
     }
     // 2. Re-check every queue after the announcement. Pairs with the fence in
     //    Notify / NotifyOne: either they see our bit or we see their work.
+    //    The poll may make work itself (a timer readies a fiber pinned to
+    //    this very worker, which no waker claims us for), so it comes first.
     std::atomic_thread_fence(std::memory_order_seq_cst);
     hooks.Poll();
-    if (hooks.WorkVisible() || hooks.StopIdling(EmptyQueueBehavior::Sleep)) {
-        if (!UnsetParked(self)) {
-            // A waker claimed us first: we wake as a searcher.
-            AddClaimedSearcher();
-            slot.Searching = true;
-        }
+    if (LeaveIfWork(self, hooks)) {
         return;
     }
-    // 3. Sleep until claimed (see the top of this file for why no claim is lost).
+    // 3. Sleep until claimed (see the top of this file for why no claim is
+    //    lost), or until the next poll is due; a poll is followed by the same
+    //    look as step 2.
     for (;;) {
         std::uint32_t const seq = slot.WakeSeq.load(std::memory_order_acquire);
         if (!IsParked(self)) {
             break;
         }
         std::uint64_t const pollNs = hooks.PollNs();
-        if (pollNs != 0) {
-            FutexWaitFor(&slot.WakeSeq, seq, pollNs);
-            hooks.Poll();
-        } else {
+        if (pollNs == 0) {
             FutexWait(&slot.WakeSeq, seq);
+            continue;
+        }
+        FutexWaitFor(&slot.WakeSeq, seq, pollNs);
+        hooks.Poll();
+        if (LeaveIfWork(self, hooks)) {
+            return;
         }
     }
     AddClaimedSearcher(); // claimed: we wake as a searcher
     slot.Searching = true;
+}
+
+template <class Hooks>
+bool IdleState::LeaveIfWork(unsigned self, Hooks &hooks) {
+    if (!hooks.WorkVisible() && !hooks.StopIdling(EmptyQueueBehavior::Sleep)) {
+        return false;
+    }
+    if (!UnsetParked(self)) {
+        // A waker claimed us first: we wake as a searcher.
+        AddClaimedSearcher();
+        m_slots[self].Searching = true;
+    }
+    return true;
 }
 
 template <class Hooks>

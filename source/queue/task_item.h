@@ -1,10 +1,13 @@
-// A queued unit of work: a task with its counter, or a ready fiber to resume
-// (Function == nullptr, the fiber in Arg).
+// A queued unit of work: a task with its counter, a closure (a task whose
+// Function is a ClosureInvoker, see ftl/detail/closure.h), or a ready fiber
+// to resume (Function == nullptr, the fiber in Arg).
 #pragma once
 
+#include "ftl/detail/closure.h"
 #include "ftl/task.h"
 
 #include <atomic>
+#include <cstdint>
 
 namespace ftl {
 
@@ -15,29 +18,49 @@ namespace detail {
 struct Fiber;
 
 struct TaskItem {
+    // A lineage task: Function(taskScheduler, Arg). A closure: Function holds
+    // its ClosureInvoker, called as invoker(taskScheduler, Arg, index).
     TaskFunction Function = nullptr;
     void *Arg = nullptr;
     TaskCounter *Counter = nullptr;
+    // 0: a lineage task (or a ready fiber). A closure: kClosure | its index.
+    std::uint64_t Extra = 0;
 
-    static TaskItem ReadyFiber(Fiber *fiber) { return TaskItem{nullptr, fiber, nullptr}; }
+    static constexpr std::uint64_t kClosure = std::uint64_t(1) << 63;
+
+    static TaskItem ReadyFiber(Fiber *fiber) { return TaskItem{nullptr, fiber, nullptr, 0}; }
+    static TaskItem Closure(ClosureInvoker invoker, void *arg, TaskCounter *counter, unsigned index) {
+        // A function pointer survives the round trip through another function
+        // pointer type (void (*)() is the one every type may cast through);
+        // it is called only through its own (see Invoker).
+        return TaskItem{reinterpret_cast<TaskFunction>(reinterpret_cast<void (*)()>(invoker)), arg, counter,
+                        kClosure | index};
+    }
     bool IsReadyFiber() const { return Function == nullptr; }
+    bool IsClosure() const { return Extra != 0; }
     Fiber *AsFiber() const { return static_cast<Fiber *>(Arg); }
+    ClosureInvoker Invoker() const {
+        return reinterpret_cast<ClosureInvoker>(reinterpret_cast<void (*)()>(Function));
+    }
+    unsigned Index() const { return static_cast<unsigned>(Extra); }
 };
 
-// A deque cell holding a TaskItem as three relaxed atomics (see work_deque.h).
+// A deque cell holding a TaskItem as relaxed atomics (see work_deque.h).
 struct TaskCell {
     std::atomic<TaskFunction> Function{nullptr};
     std::atomic<void *> Arg{nullptr};
     std::atomic<TaskCounter *> Counter{nullptr};
+    std::atomic<std::uint64_t> Extra{0};
 
     void Store(TaskItem const &item) {
         Function.store(item.Function, std::memory_order_relaxed);
         Arg.store(item.Arg, std::memory_order_relaxed);
         Counter.store(item.Counter, std::memory_order_relaxed);
+        Extra.store(item.Extra, std::memory_order_relaxed);
     }
     TaskItem Load() const {
         return TaskItem{Function.load(std::memory_order_relaxed), Arg.load(std::memory_order_relaxed),
-                        Counter.load(std::memory_order_relaxed)};
+                        Counter.load(std::memory_order_relaxed), Extra.load(std::memory_order_relaxed)};
     }
 };
 

@@ -81,7 +81,10 @@ Worker *HelpWhileWaiting(Worker *worker, TaskCounter *counter) {
     while (CounterOps::Value(*counter) != worker->UnpublishedOf(counter) &&
            worker->NextSource(hand.Holds()) == Source::Tasks) {
         if (!hand.Holds()) {
-            if (!TakeChildren(worker, counter, hand)) {
+            // Pinned tasks are never run inline (they are not this wait's
+            // children): let the fiber park, so the loop gets to them. Looked
+            // at once per batch, so they wait at most kInlineBatch children.
+            if (!worker->PinnedTasksLookEmpty() || !TakeChildren(worker, counter, hand)) {
                 break;
             }
         } else if (worker->HigherPriorityWaiting(hand.Queue)) {

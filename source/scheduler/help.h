@@ -11,6 +11,8 @@
 //   (the newest, cache-warm ones; thieves take the oldest), and only while
 //   the find-work order would take this worker's tasks next: never ahead of
 //   a higher-priority task, a ready fiber, or the global queue's turn;
+// - not while this worker has pinned tasks queued (they are never run
+//   inline: the fiber parks and the worker's loop gets to them);
 // - up to kInlineBatch at a time with one fence (WorkDeque::PopBatch), at
 //   most half of the deque, so thieves still find the rest;
 // - children taken but not run go back to the deque before the fiber waits

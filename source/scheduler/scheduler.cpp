@@ -17,6 +17,8 @@
 #include "ftl/task_counter.h"
 #include "platform/fault.h"
 #include "scheduler/help.h"
+#include "scheduler/wait.h"
+#include "wait/wait_list.h"
 
 #include <sched.h>
 #include <system_error>
@@ -74,6 +76,7 @@ InitError Scheduler::Start() {
         m_workers[i].Init(this, m_global, i, cpus[i % cpus.size()], m_mechanisms);
     }
     m_idle.Init(m_numWorkers, m_mechanisms.SearcherLimit, m_mechanisms.SpinBeforePark);
+    m_closures.Init(m_numWorkers);
     m_behavior.store(options.Behavior, std::memory_order_relaxed);
 
     Worker &main = m_workers[0];
@@ -222,28 +225,66 @@ void Scheduler::SetBehavior(EmptyQueueBehavior behavior) {
 
 // ---- Adding work ----
 
-void Scheduler::AddTasks(unsigned numTasks, Task const *tasks, TaskPriority priority, TaskCounter *counter) {
-    if (numTasks == 0) {
+void Scheduler::AddTasks(unsigned numTasks, Task const *tasks, TaskPriority priority, TaskCounter *counter,
+                         unsigned threadIndex) {
+    AddItems(
+        numTasks,
+        [tasks, counter](std::size_t i) {
+            if (tasks[i].Function == nullptr) {
+                FTL_FATAL("AddTasks: task %zu has no function", i);
+            }
+            return TaskItem{tasks[i].Function, tasks[i].ArgData, counter, 0};
+        },
+        priority, counter, threadIndex);
+}
+
+void Scheduler::AddClosures(unsigned count, ClosureInvoker invoker, void *arg, TaskPriority priority,
+                            TaskCounter *counter, unsigned threadIndex) {
+    AddItems(
+        count,
+        [invoker, arg, counter](std::size_t i) {
+            return TaskItem::Closure(invoker, arg, counter, static_cast<unsigned>(i));
+        },
+        priority, counter, threadIndex);
+}
+
+template <class Make>
+void Scheduler::AddItems(unsigned count, Make &&make, TaskPriority priority, TaskCounter *counter,
+                         unsigned threadIndex) {
+    if (count == 0) {
         return;
     }
     if (counter != nullptr) {
-        counter->Add(numTasks);
+        counter->Add(count);
     }
-    auto make = [tasks, counter](std::size_t i) {
-        if (tasks[i].Function == nullptr) {
-            FTL_FATAL("AddTasks: task %zu has no function", i);
-        }
-        return TaskItem{tasks[i].Function, tasks[i].ArgData, counter};
-    };
     unsigned const queue = priority == TaskPriority::High ? 0 : 1;
-    if (Worker *worker = CurrentWorkerOfThis()) {
-        worker->CountAdded(numTasks); // before the tasks can run (see Quiescent)
-        worker->Tasks(queue).PushBatch(numTasks, make);
+    Worker *worker = CurrentWorkerOfThis();
+    // Counted as added before they can run (see Quiescent).
+    if (worker != nullptr) {
+        worker->CountAdded(count);
+    } else {
+        m_externalAdded.fetch_add(count, std::memory_order_seq_cst);
+    }
+    if (threadIndex < m_numWorkers) {
+        // Only that worker takes them: wake it if it is parked.
+        Worker &target = m_workers[threadIndex];
+        target.PinnedTasks(queue).PushBatch(count, make);
+        if (&target != worker) {
+            m_idle.NotifyOne(threadIndex);
+        }
+    } else if (worker != nullptr) {
+        worker->Tasks(queue).PushBatch(count, make);
         NotifyWork(Waker::Worker);
     } else {
-        m_externalAdded.fetch_add(numTasks, std::memory_order_seq_cst);
-        m_global[queue].PushBatch(numTasks, make);
+        m_global[queue].PushBatch(count, make);
         NotifyWork(Waker::Outside);
+    }
+}
+
+void Scheduler::CheckThreadIndex(unsigned threadIndex, char const *what) const {
+    if (threadIndex >= m_numWorkers) {
+        FTL_FATAL("%s: thread index %u, but the scheduler has %u thread(s) (indices 0..%u)", what,
+                  threadIndex, m_numWorkers, m_numWorkers - 1);
     }
 }
 
@@ -271,7 +312,9 @@ int Scheduler::WorkerOnCallersCpu() const {
 }
 
 bool Scheduler::AnyWorkVisible(Worker const &worker) const {
-    if (!worker.Pinned().LooksEmpty()) {
+    // Its own pinned fibers and tasks and yielded fibers, then everything
+    // any worker may take.
+    if (!worker.Pinned().LooksEmpty() || !worker.PinnedTasksLookEmpty() || worker.HasYielded()) {
         return true;
     }
     for (auto const &queue : m_global) {
@@ -285,6 +328,48 @@ bool Scheduler::AnyWorkVisible(Worker const &worker) const {
         }
     }
     return false;
+}
+
+// ---- Timers ----
+
+void Scheduler::AddTimer(WaitNode *node) {
+    if (m_timers.Add(node)) {
+        // The new earliest deadline: a parked worker sleeps with the old one
+        // as its timeout. Wake one, which parks again with this one.
+        m_idle.Notify();
+    }
+}
+
+void Scheduler::RemoveTimer(WaitNode *node) {
+    m_timers.Remove(node);
+}
+
+void Scheduler::FireDueTimers() {
+    if (m_timers.Empty()) {
+        return;
+    }
+    std::uint64_t const now = NowNs();
+    if (m_timers.Earliest() > now) {
+        return;
+    }
+    constexpr unsigned kBatch = 16;
+    TimedOutWaiter due[kBatch];
+    unsigned taken;
+    do {
+        taken = m_timers.TakeDue(now, due, kBatch);
+        for (unsigned i = 0; i < taken; ++i) {
+            ReadyFiber(*this, due[i].Waiter, due[i].PinnedTo);
+        }
+    } while (taken == kBatch);
+}
+
+std::uint64_t Scheduler::TimeToNextTimer() const {
+    std::uint64_t const earliest = m_timers.Earliest();
+    if (earliest == Timers::kNever) {
+        return 0;
+    }
+    std::uint64_t const now = NowNs();
+    return earliest > now ? earliest - now : 1;
 }
 
 // ---- The drain at destruction ----
@@ -339,8 +424,9 @@ void Scheduler::CheckDrain(Worker const &worker) {
         m_drainProgressNs.store(now, std::memory_order_relaxed);
         return;
     }
+    // A pending timer will end a wait: not a stall.
     if (now - m_drainProgressNs.load(std::memory_order_relaxed) < kDrainStallNs ||
-        !m_idle.AllParkedExcept(worker.Index()) || AnyWorkVisible(worker)) {
+        !m_idle.AllParkedExcept(worker.Index()) || AnyWorkVisible(worker) || !m_timers.Empty()) {
         return;
     }
     FTL_FATAL(

@@ -11,7 +11,9 @@
 //   scheduler/   worker.*    the worker loop, its tick, the find-work order,
 //                            a task's run and finish, the switch step
 //                help.*      helping while waiting (inline children)
-//                wait.*      parking a fiber on a waitable, readying it
+//                wait.*      parking a fiber on a waitable, readying it; a
+//                            thread's own wait
+//                timers.*    the deadlines of timed waits and sleeps
 //                scheduler.* this: shared state and the lifecycle
 //                mechanisms.h  measurement switches (tests, ftl_bench)
 //   waitables/   the public counters' and Fibtex's code
@@ -27,8 +29,10 @@
 #include "ftl/task_scheduler.h"
 #include "idle/idle.h"
 #include "platform/platform.h"
+#include "queue/closure_pool.h"
 #include "queue/global_queue.h"
 #include "scheduler/mechanisms.h"
+#include "scheduler/timers.h"
 #include "scheduler/worker.h"
 
 #include <atomic>
@@ -77,7 +81,14 @@ public:
     // The calling thread's worker if it belongs to this scheduler, else nullptr.
     Worker *CurrentWorkerOfThis() const { return CurrentWorkerOf(this); }
 
-    void AddTasks(unsigned numTasks, Task const *tasks, TaskPriority priority, TaskCounter *counter);
+    // Queues tasks (closures) for any worker, or only for worker
+    // `threadIndex` when it is below NumWorkers().
+    void AddTasks(unsigned numTasks, Task const *tasks, TaskPriority priority, TaskCounter *counter,
+                  unsigned threadIndex);
+    void AddClosures(unsigned count, ClosureInvoker invoker, void *arg, TaskPriority priority,
+                     TaskCounter *counter, unsigned threadIndex);
+    void CheckThreadIndex(unsigned threadIndex, char const *what) const;
+    ClosurePool &Closures() { return m_closures; }
     // After work was published: wakes a worker if none is searching. Work
     // from a thread outside the scheduler wakes the worker pinned to the
     // caller's CPU first.
@@ -85,6 +96,16 @@ public:
     void NotifyWork(Waker waker);
     // Whether `worker` could find work anywhere now (fence-free looks).
     bool AnyWorkVisible(Worker const &worker) const;
+    // Timers (timers.h): a timed wait's or a sleep's node on the heap, and
+    // off it; a parked worker is woken when the node's deadline is the new
+    // earliest, so that it sleeps until then at most.
+    void AddTimer(WaitNode *node);
+    void RemoveTimer(WaitNode *node);
+    // Ends the timed waits that are due (cheap when none is: one load).
+    void FireDueTimers();
+    // How long an idle worker may sleep before a timer is due: 0 when none
+    // is pending, at least 1 ns.
+    std::uint64_t TimeToNextTimer() const;
     // Worker threads count themselves up (Init waits for all of them).
     void WorkerStarted();
     // While draining: ends the drain when every task has finished, and
@@ -97,6 +118,9 @@ private:
     Scheduler(Scheduler const &) = delete;
     Scheduler &operator=(Scheduler const &) = delete;
 
+    template <class Make>
+    void AddItems(unsigned count, Make &&make, TaskPriority priority, TaskCounter *counter,
+                  unsigned threadIndex);
     InitError Start();
     void ThreadMain(Worker *worker);
     void Drain();
@@ -115,6 +139,8 @@ private:
     unsigned m_numWorkers = 0;
     std::unique_ptr<Worker[]> m_workers;
     FiberPool m_pool;
+    ClosurePool m_closures;
+    Timers m_timers;
     IdleState m_idle;
     // High, Normal; fibers readied outside the workers go to High.
     GlobalQueue m_global[kNumPriorities];

@@ -7,7 +7,7 @@
 namespace ftl {
 namespace detail {
 
-Worker *Park(Worker *worker, bool pin, RegisterWaiter registerWaiter, void *waitable, unsigned target) {
+Worker *Park(Worker *worker, WaitNode &node, bool pin, RegisterWaiter registerWaiter, void *waitable) {
     // The condition may depend on this worker's unpublished finishes, or on
     // a child an inline loop on this fiber holds: publish them (first, so a
     // fiber they ready can take the hand-off below), and hand the children
@@ -15,11 +15,15 @@ Worker *Park(Worker *worker, bool pin, RegisterWaiter registerWaiter, void *wait
     worker->PublishFinished();
     Fiber *self = worker->CurrentFiber();
     ReturnHeldChildren(worker, self->Hand);
-    WaitNode node;
     node.Waiter = self;
     // A thread's own fiber runs on its own stack: it can only resume there.
     node.PinnedTo = pin || self->IsThreadFiber ? worker : nullptr;
-    node.Target = target;
+    Scheduler &scheduler = worker->Owner();
+    // A timed wait on a waitable: on the timers before the switch, while
+    // this fiber surely still waits (see Timers for who then ends it).
+    if (node.Deadline != 0 && node.Cancel != nullptr) {
+        scheduler.AddTimer(&node);
+    }
 
     // Hand the thread to a ready fiber directly when the find-work order
     // would pick one now; that hand-off is an item of the current tick, like
@@ -32,12 +36,47 @@ Worker *Park(Worker *worker, bool pin, RegisterWaiter registerWaiter, void *wait
         next->Transition(FiberState::Ready, FiberState::Running);
         worker->CountItem();
     } else {
-        next = worker->Owner().Pool().Acquire(worker->Index());
+        next = scheduler.Pool().Acquire(worker->Index());
         next->Transition(FiberState::Free, FiberState::Running);
     }
     self->Transition(FiberState::Running, FiberState::Waiting);
     SwitchRecord record{self, next, worker, AfterSwitch::Park, registerWaiter, waitable, &node};
-    return worker->SwitchTo(record);
+    worker = worker->SwitchTo(record);
+    if (node.Deadline != 0) {
+        // Off the timers before the node (on this stack) goes away.
+        worker->Owner().RemoveTimer(&node);
+    }
+    return worker;
+}
+
+bool WaitOnThread(WaitNode &node, RegisterWaiter registerWaiter, void *waitable) {
+    node.Waiter = nullptr;
+    if (!registerWaiter(waitable, &node)) {
+        return !node.TimedOut;
+    }
+    for (;;) {
+        if (node.Woken.load(std::memory_order_acquire) != 0) {
+            return true;
+        }
+        if (node.Deadline == 0) {
+            FutexWait(&node.Woken, 0);
+            continue;
+        }
+        std::uint64_t const now = NowNs();
+        if (now < node.Deadline) {
+            FutexWaitFor(&node.Woken, 0, node.Deadline - now);
+            continue;
+        }
+        if (node.Cancel(waitable, &node)) {
+            return false;
+        }
+        // A waker took the node first: it sets the word soon; the node must
+        // outlive that.
+        while (node.Woken.load(std::memory_order_acquire) == 0) {
+            FutexWait(&node.Woken, 0);
+        }
+        return true;
+    }
 }
 
 void PublishWaiter(Scheduler &scheduler, SwitchRecord const &record) {
@@ -48,6 +87,18 @@ void PublishWaiter(Scheduler &scheduler, SwitchRecord const &record) {
     if (!record.Register(record.Waitable, record.Node)) {
         ReadyFiber(scheduler, fiber, pinnedTo);
     }
+}
+
+void WakeWaiter(Scheduler *scheduler, WaitNode *node) {
+    if (node->Waiter != nullptr) {
+        ReadyFiber(*scheduler, node->Waiter, node->PinnedTo);
+        return;
+    }
+    // A thread: after the store it may return, and its node with it; the
+    // wake below only needs the address (a stale one wakes nobody harmful).
+    std::atomic<std::uint32_t> *woken = &node->Woken;
+    woken->store(1, std::memory_order_release);
+    FutexWake(woken, 1);
 }
 
 void ReadyFiber(Scheduler &scheduler, Fiber *fiber, Worker *pinnedTo) {
@@ -67,6 +118,21 @@ void ReadyFiber(Scheduler &scheduler, Fiber *fiber, Worker *pinnedTo) {
     }
     scheduler.Global(0).PushBatch(1, [fiber](std::size_t) { return TaskItem::ReadyFiber(fiber); });
     scheduler.NotifyWork(Scheduler::Waker::Outside);
+}
+
+bool RegisterSleep(void *scheduler, WaitNode *node) {
+    // The fiber is off its stack: the timers may ready it right away.
+    if (NowNs() >= node->Deadline) {
+        return false;
+    }
+    static_cast<Scheduler *>(scheduler)->AddTimer(node);
+    return true;
+}
+
+bool RegisterYield(void *worker, WaitNode *node) {
+    node->Waiter->Transition(FiberState::Waiting, FiberState::Ready);
+    static_cast<Worker *>(worker)->PushYielded(node->Waiter);
+    return true;
 }
 
 } // namespace detail

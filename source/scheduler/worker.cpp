@@ -26,8 +26,16 @@ public:
     bool StopIdling(EmptyQueueBehavior behavior) {
         return m_scheduler.Quitting() || m_scheduler.Behavior() != behavior;
     }
-    std::uint64_t PollNs() { return m_scheduler.Draining() ? kDrainPollNs : 0; }
-    void Poll() { m_scheduler.CheckDrain(m_worker); }
+    // Sleep until woken, or until the next timer or drain check is due.
+    std::uint64_t PollNs() {
+        std::uint64_t const timer = m_scheduler.TimeToNextTimer();
+        std::uint64_t const drain = m_scheduler.Draining() ? kDrainPollNs : 0;
+        return timer == 0 ? drain : (drain == 0 || timer < drain ? timer : drain);
+    }
+    void Poll() {
+        m_scheduler.FireDueTimers();
+        m_scheduler.CheckDrain(m_worker);
+    }
 
 private:
     Worker &m_worker;
@@ -172,6 +180,11 @@ Worker *Worker::Idle(Fiber *self) {
 
 bool Worker::FindWork(TaskItem &item) {
     bool const globalTurn = m_globalCountdown == 0;
+    if (globalTurn) {
+        // The global queue's turn comes about every millisecond of work:
+        // the scheduling point where a busy worker fires due timers.
+        m_scheduler->FireDueTimers();
+    }
     bool const found = WalkOrder([&](Source source) { return Take(source, item); });
     if (globalTurn) {
         m_globalCountdown = m_globalInterval; // the turn was taken, work or not
@@ -193,6 +206,18 @@ inline bool Worker::Take(Source source, TaskItem &item) {
         }
         return false;
     }
+    case Source::Yielded:
+        if (m_yieldedHead != nullptr) {
+            Fiber *fiber = m_yieldedHead;
+            m_yieldedHead = fiber->NextReady;
+            if (m_yieldedHead == nullptr) {
+                m_yieldedTail = nullptr;
+            }
+            fiber->NextReady = nullptr;
+            item = TaskItem::ReadyFiber(fiber);
+            return true;
+        }
+        return false;
     case Source::Steal:
         return Steal(item);
     case Source::None:
@@ -211,6 +236,12 @@ bool Worker::TakeReadyFiber(Fiber *&fiber) {
 }
 
 bool Worker::TakeTask(TaskItem &item) {
+    // Pinned tasks first: no other worker can take them off this one.
+    for (auto &queue : m_pinnedTasks) {
+        if (queue.Pop(item)) {
+            return true;
+        }
+    }
     for (auto &deque : m_tasks) {
         if (deque.Pop(item)) {
             return true;
@@ -264,6 +295,16 @@ bool Worker::Steal(TaskItem &item) {
     return false;
 }
 
+void Worker::PushYielded(Fiber *fiber) {
+    fiber->NextReady = nullptr;
+    if (m_yieldedTail == nullptr) {
+        m_yieldedHead = fiber;
+    } else {
+        m_yieldedTail->NextReady = fiber;
+    }
+    m_yieldedTail = fiber;
+}
+
 bool Worker::QueuesLookEmpty() const {
     for (auto const &deque : m_tasks) {
         if (!deque.LooksEmpty()) {
@@ -291,23 +332,41 @@ void Worker::EndTick() {
     }
     m_budget = kBudgetPerTick;
     m_itemsThisTick = 0;
+    m_scheduler->FireDueTimers();
 }
 
 // ---- A task's run and finish ----
 
 void Worker::Invoke(TaskItem const &item) {
     // An exception cannot cross the bottom of a fiber's stack (there is no
-    // frame to unwind into), so it ends the process here, with its origin
-    // named, rather than in an anonymous std::terminate.
+    // frame to unwind into): it stops here. With a TaskCounter it goes to
+    // whoever waits on the counter next; without one it ends the process
+    // here, with its origin named, rather than in an anonymous
+    // std::terminate.
+    TaskScheduler *const owner = m_scheduler->Owner();
+#if defined(__cpp_exceptions)
     try {
-        item.Function(m_scheduler->Owner(), item.Arg);
+#endif
+        if (item.IsClosure()) {
+            item.Invoker()(owner, item.Arg, item.Index());
+        } else {
+            item.Function(owner, item.Arg);
+        }
+#if defined(__cpp_exceptions)
     } catch (std::exception const &e) {
-        FTL_FATAL("an exception escaped a task (function %p, argument %p): %s",
-                  reinterpret_cast<void *>(item.Function), item.Arg, e.what());
+        if (item.Counter == nullptr) {
+            FTL_FATAL("an exception escaped a task without a TaskCounter (function %p, argument %p): %s",
+                      reinterpret_cast<void *>(item.Function), item.Arg, e.what());
+        }
+        CounterOps::KeepError(*item.Counter, std::current_exception());
     } catch (...) {
-        FTL_FATAL("an exception escaped a task (function %p, argument %p)",
-                  reinterpret_cast<void *>(item.Function), item.Arg);
+        if (item.Counter == nullptr) {
+            FTL_FATAL("an exception escaped a task without a TaskCounter (function %p, argument %p)",
+                      reinterpret_cast<void *>(item.Function), item.Arg);
+        }
+        CounterOps::KeepError(*item.Counter, std::current_exception());
     }
+#endif
 }
 
 bool Worker::PublishFinished() {

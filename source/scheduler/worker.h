@@ -76,8 +76,9 @@ struct SwitchRecord {
 // Where the find-work order can take an item from.
 enum class Source : std::uint8_t {
     Global,     // the global queue (outside threads' tasks and readied fibers)
-    Tasks,      // this worker's task deques, High before Normal
+    Tasks,      // this worker's pinned tasks, then its task deques, High before Normal
     ReadyFiber, // this worker's pinned inbox, then its ready deque
+    Yielded,    // this worker's fibers that called Yield, oldest first
     Steal,      // another worker's ready fibers, then its tasks
     None,       // (NextSource) nothing visible
 };
@@ -148,10 +149,19 @@ public:
 
     // --- Queues, and the counts the drain at destruction reads ---
     TaskDeque &Tasks(unsigned queue) { return m_tasks[queue]; }
+    // Tasks only this worker may run (AddPinnedTask), by priority.
+    GlobalQueue &PinnedTasks(unsigned queue) { return m_pinnedTasks[queue]; }
+    bool PinnedTasksLookEmpty() const {
+        return m_pinnedTasks[0].LooksEmpty() && m_pinnedTasks[1].LooksEmpty();
+    }
     FiberDeque &ReadyFibers() { return m_ready; }
     FiberInbox &Pinned() { return m_pinned; }
     FiberInbox const &Pinned() const { return m_pinned; }
     bool QueuesLookEmpty() const; // the task and ready deques (others may read them)
+    // Fibers that called Yield (owner only): they run after everything
+    // queued on this worker.
+    void PushYielded(Fiber *fiber);
+    bool HasYielded() const { return m_yieldedHead != nullptr; }
     void CountAdded(std::uint64_t n) {
         m_tasksAdded.store(m_tasksAdded.load(std::memory_order_relaxed) + n, std::memory_order_release);
     }
@@ -205,6 +215,9 @@ private:
     // operation (TaskEnded / PublishFinished).
     TaskCounter *m_doneCounter = nullptr;
     unsigned m_doneCount = 0;
+    // Yielded fibers, a FIFO through Fiber::NextReady.
+    Fiber *m_yieldedHead = nullptr;
+    Fiber *m_yieldedTail = nullptr;
     std::uint32_t m_rng = 1;
     int m_cpu = -1;
     std::thread m_thread;
@@ -214,6 +227,7 @@ private:
     TaskDeque m_tasks[kNumPriorities];
     FiberDeque m_ready;
     alignas(64) FiberInbox m_pinned;
+    GlobalQueue m_pinnedTasks[kNumPriorities];
     // Tasks this worker added and finished, for the quiescence check at
     // destruction. Only the owner writes them (so no RMW is needed); others
     // read them.
@@ -261,7 +275,11 @@ bool Worker::WalkOrder(Visit &&visit) const {
     if (!globalFirst && visit(Source::Global)) {
         return true;
     }
-    // 6. Another worker's ready fibers, then its tasks.
+    // 6. Fibers that yielded: after everything queued here.
+    if (visit(Source::Yielded)) {
+        return true;
+    }
+    // 7. Another worker's ready fibers, then its tasks.
     return visit(Source::Steal);
 }
 
@@ -286,9 +304,11 @@ inline bool Worker::Visible(Source source, bool heldTasks) const {
     case Source::Global:
         return !m_global[0].LooksEmpty() || !m_global[1].LooksEmpty();
     case Source::Tasks:
-        return heldTasks || !m_tasks[0].LooksEmpty() || !m_tasks[1].LooksEmpty();
+        return heldTasks || !m_tasks[0].LooksEmpty() || !m_tasks[1].LooksEmpty() || !PinnedTasksLookEmpty();
     case Source::ReadyFiber:
         return !m_pinned.LooksEmpty() || !m_ready.LooksEmpty();
+    case Source::Yielded:
+        return HasYielded();
     default:
         return false;
     }

@@ -1,14 +1,20 @@
 // The logic of detail::WaitList (storage in include/ftl/detail/wait_list.h).
 //
-// A WaitNode lives on the stack of the fiber that waits. It is linked into a
-// list by the post-switch step (after the fiber is fully off its stack,
-// docs/design.adoc, invariant 1) and unlinked by whoever wakes it; the waker copies
-// what it needs out of the node before it readies the fiber, because the
-// node's memory is gone as soon as the fiber runs again.
+// A WaitNode lives on the stack of the fiber (or thread) that waits. A
+// fiber's node is linked into a list by the post-switch step (after the fiber
+// is fully off its stack, docs/design.adoc, invariant 1); a thread's node is
+// linked by the thread itself before it blocks. It is unlinked by whoever
+// ends the wait: a waker, or, for a timed wait, the timer (Cancel), each
+// under the list's lock, so exactly one of them does. Whoever unlinked it
+// copies what it needs out of the node before it lets the waiter run,
+// because the node's memory is gone as soon as the waiter returns.
 #pragma once
 
 #include "ftl/detail/wait_list.h"
 #include "platform/platform.h"
+
+#include <atomic>
+#include <cstdint>
 
 namespace ftl {
 namespace detail {
@@ -18,9 +24,29 @@ class Worker;
 
 struct WaitNode {
     WaitNode *Next = nullptr;
-    Fiber *Waiter = nullptr;
+    Fiber *Waiter = nullptr;    // nullptr: a thread that is not a worker waits on Woken
     Worker *PinnedTo = nullptr; // nullptr: resume on any worker
     unsigned Target = 0;        // counters: the value waited for
+
+    // Under the list's lock.
+    bool Linked = false;     // on the list now
+    bool Registered = false; // the registration ran (a fiber's: in its post-switch step)
+    bool Expired = false;    // the deadline passed before the registration ran
+    bool TimedOut = false;   // the wait ends because its deadline passed
+
+    // A thread's wait: set to 1 (release) by whoever ends it, then
+    // FUTEX_WAKEd; the thread may be gone the moment it reads the 1.
+    std::atomic<std::uint32_t> Woken{0};
+
+    // Timed waits (0: none): the deadline on NowNs()'s clock, the waitable,
+    // and how to take the node off its list when the deadline passes
+    // (returns true when it did; see the waitables' Cancel functions).
+    std::uint64_t Deadline = 0;
+    void *Waitable = nullptr;
+    bool (*Cancel)(void *waitable, WaitNode *node) = nullptr;
+    // The timers' (under their lock): on the heap now, and where.
+    bool InTimers = false;
+    unsigned TimerSlot = 0;
 };
 
 // A test-and-test-and-set spin lock on WaitList::Lock. Held for list surgery
@@ -45,6 +71,7 @@ private:
 // The functions below require the list's lock.
 inline void Append(WaitList &list, WaitNode *node) {
     node->Next = nullptr;
+    node->Linked = true;
     if (list.Tail == nullptr) {
         list.Head = node;
     } else {
@@ -61,8 +88,29 @@ inline WaitNode *PopFront(WaitList &list) {
             list.Tail = nullptr;
         }
         node->Next = nullptr;
+        node->Linked = false;
     }
     return node;
+}
+
+// Unlinks `node` if it is on the list; returns whether it was.
+inline bool Remove(WaitList &list, WaitNode *node) {
+    if (!node->Linked) {
+        return false;
+    }
+    WaitNode *prev = nullptr;
+    for (WaitNode *cur = list.Head; cur != nullptr; prev = cur, cur = cur->Next) {
+        if (cur == node) {
+            (prev == nullptr ? list.Head : prev->Next) = node->Next;
+            if (list.Tail == node) {
+                list.Tail = prev;
+            }
+            node->Next = nullptr;
+            node->Linked = false;
+            return true;
+        }
+    }
+    return false;
 }
 
 // Unlinks every node waiting for `target`, returning them as a chain (in list
@@ -84,6 +132,7 @@ inline WaitNode *TakeMatching(WaitList &list, unsigned target, unsigned &count) 
                 list.Tail = prev;
             }
             node->Next = nullptr;
+            node->Linked = false;
             *takenTail = node;
             takenTail = &node->Next;
             ++count;

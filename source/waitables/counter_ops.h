@@ -6,6 +6,8 @@
 #include "ftl/task_counter.h"
 #include "wait/wait_list.h"
 
+#include <exception>
+
 namespace ftl {
 namespace detail {
 
@@ -18,8 +20,20 @@ public:
     // Lowers a TaskCounter by n finished tasks at once, waking its waiters if
     // that brings it to 0.
     static void Finish(TaskCounter &counter, unsigned n);
-    // The post-switch registration of a waiter (docs/design.adoc, invariants 1 and 2).
+    // An exception escaped a task added with `counter`: keep it (the first
+    // one) for the next wait, or count it as dropped.
+    static void KeepError(TaskCounter &counter, std::exception_ptr error);
+    // The kept exception, if any, taken out of the counter.
+    static std::exception_ptr TakeError(TaskCounter &counter);
+    // The registration of a waiter (a fiber's in its post-switch step:
+    // docs/design.adoc, invariants 1 and 2). False when the value already
+    // holds the target, or the node's deadline passed meanwhile.
     static bool Register(void *counter, WaitNode *node);
+    // A timed wait's deadline passed: takes the node off the list if it is
+    // still there (true: the wait ends by timeout).
+    static bool Cancel(void *counter, WaitNode *node);
+    // Fatal when `counter` is not a live counter.
+    static void CheckAlive(BaseCounter const &counter, char const *what);
 };
 
 } // namespace detail

@@ -14,7 +14,10 @@
 #include "ftl/task_counter.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/wait.h"
+#include "wait/wait_list.h"
 #include "waitables/counter_ops.h"
+
+#include <utility>
 
 namespace ftl {
 
@@ -24,6 +27,9 @@ BaseCounter::BaseCounter(TaskScheduler *taskScheduler, unsigned initialValue, un
 }
 
 BaseCounter::~BaseCounter() {
+    // Volatile: a plain store to a dying object is a dead store the compiler
+    // removes; this one must stay for the check in CounterOps::CheckAlive.
+    *const_cast<std::uint32_t volatile *>(&m_liveTag) = 0;
     // A waker may still hold the list lock after the last waiter was taken
     // off (its fiber then returned from its wait and destroys the counter):
     // wait that out. Neither a registered waiter nor a held lock: no waker
@@ -63,7 +69,7 @@ void BaseCounter::WakeWaiters(unsigned value) {
         // Read the node before readying its fiber: the node lives on that
         // fiber's stack and is gone once the fiber runs.
         detail::WaitNode *next = chain->Next;
-        detail::ReadyFiber(scheduler, chain->Waiter, chain->PinnedTo);
+        detail::WakeWaiter(&scheduler, chain);
         chain = next;
     }
 }
@@ -139,18 +145,66 @@ void CounterOps::Finish(TaskCounter &counter, unsigned n) {
     }
 }
 
+void CounterOps::KeepError(TaskCounter &counter, std::exception_ptr error) {
+    WaitListGuard guard(counter.m_waiters);
+    if (counter.m_error == nullptr) {
+        counter.m_error = std::move(error);
+        counter.m_droppedExceptions.store(0, std::memory_order_relaxed);
+        // Ordered before the task's finish lowers the counter (a release),
+        // so a wait that saw the counter reach 0 sees it.
+        counter.m_hasError.store(true, std::memory_order_relaxed);
+    } else {
+        counter.m_droppedExceptions.fetch_add(1, std::memory_order_relaxed);
+    }
+}
+
+std::exception_ptr CounterOps::TakeError(TaskCounter &counter) {
+    if (!counter.m_hasError.load(std::memory_order_acquire)) {
+        return nullptr;
+    }
+    WaitListGuard guard(counter.m_waiters);
+    counter.m_hasError.store(false, std::memory_order_relaxed);
+    return std::exchange(counter.m_error, nullptr);
+}
+
 bool CounterOps::Register(void *counterPtr, WaitNode *node) {
     auto *counter = static_cast<BaseCounter *>(counterPtr);
     WaitListGuard guard(counter->m_waiters);
+    node->Registered = true;
     std::uint64_t state = counter->m_state.load(std::memory_order_acquire);
     do {
         if (BaseCounter::ValueOf(state) == node->Target) {
             return false; // reached while we were switching away: resume at once
         }
+        if (node->Expired) {
+            node->TimedOut = true; // the deadline passed while we were switching away
+            return false;
+        }
     } while (!counter->m_state.compare_exchange_weak(state, state + 1, std::memory_order_acq_rel,
                                                      std::memory_order_acquire));
     Append(counter->m_waiters, node);
     return true;
+}
+
+bool CounterOps::Cancel(void *counterPtr, WaitNode *node) {
+    auto *counter = static_cast<BaseCounter *>(counterPtr);
+    WaitListGuard guard(counter->m_waiters);
+    if (Remove(counter->m_waiters, node)) {
+        counter->m_state.fetch_sub(1, std::memory_order_acq_rel); // one waiter fewer
+        node->TimedOut = true;
+        return true;
+    }
+    if (!node->Registered) {
+        // The fiber is still switching away: its registration ends the wait.
+        node->Expired = true;
+    }
+    return false; // else a waker already ended it
+}
+
+void CounterOps::CheckAlive(BaseCounter const &counter, char const *what) {
+    if (*const_cast<std::uint32_t const volatile *>(&counter.m_liveTag) != BaseCounter::kLiveTag) {
+        FTL_FATAL("%s on a counter that was destroyed (or never constructed)", what);
+    }
 }
 
 } // namespace detail

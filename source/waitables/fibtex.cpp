@@ -14,23 +14,25 @@
 #include "scheduler/scheduler.h"
 #include "scheduler/wait.h"
 #include "wait/wait_list.h"
+#include "waitables/fibtex_ops.h"
 
 namespace ftl {
 
 namespace detail {
 
-class FibtexOps {
-public:
-    static bool Register(void *mutexPtr, WaitNode *node) {
-        auto *mutex = static_cast<Fibtex *>(mutexPtr);
-        WaitListGuard guard(mutex->m_waiters);
-        if (mutex->m_state.load(std::memory_order_relaxed) != Fibtex::kContended) {
-            return false; // unlocked while we were switching away: try again
-        }
-        Append(mutex->m_waiters, node);
-        return true;
+bool FibtexOps::Register(void *mutexPtr, WaitNode *node) {
+    auto *mutex = static_cast<Fibtex *>(mutexPtr);
+    WaitListGuard guard(mutex->m_waiters);
+    if (mutex->m_state.load(std::memory_order_relaxed) != Fibtex::kContended) {
+        return false; // unlocked while we were switching away: try again
     }
-};
+    Append(mutex->m_waiters, node);
+    return true;
+}
+
+bool FibtexOps::HeldByCaller(Fibtex const &mutex) {
+    return mutex.m_owner.load(std::memory_order_relaxed) == CurrentTaskIdentity();
+}
 
 } // namespace detail
 
@@ -117,11 +119,13 @@ void Fibtex::LockSlow(bool pinToThread) {
     while (state != kUnlocked) {
         detail::Scheduler *scheduler = detail::Scheduler::Of(m_taskScheduler);
         detail::Worker *worker = scheduler != nullptr ? scheduler->CurrentWorkerOfThis() : nullptr;
-        if (worker == nullptr) {
-            FTL_FATAL("Fibtex::lock must park, but the calling thread is not a worker of the Fibtex's "
-                      "TaskScheduler (or the scheduler is not initialized)");
+        detail::WaitNode node;
+        if (worker != nullptr) {
+            detail::Park(worker, node, pinToThread, &detail::FibtexOps::Register, this);
+        } else {
+            // A thread that is not a worker blocks until an unlock wakes it.
+            detail::WaitOnThread(node, &detail::FibtexOps::Register, this);
         }
-        detail::Park(worker, pinToThread, &detail::FibtexOps::Register, this, 0);
         state = m_state.exchange(kContended, std::memory_order_acquire);
     }
     SetOwner();
@@ -136,26 +140,27 @@ void Fibtex::unlock() {
         }
         FTL_FATAL("Fibtex::unlock by a fiber that does not hold the lock");
     }
+    Release();
+}
+
+void Fibtex::Release() {
     m_owner.store(nullptr, std::memory_order_relaxed);
     std::uint32_t expected = kLocked;
     if (m_state.compare_exchange_strong(expected, kUnlocked, std::memory_order_release,
                                         std::memory_order_relaxed)) {
         return;
     }
-    detail::Fiber *fiber = nullptr;
-    detail::Worker *pinnedTo = nullptr;
+    detail::WaitNode *node = nullptr;
     // Read before the state is released: after that `this` may be destroyed.
     TaskScheduler *const taskScheduler = m_taskScheduler;
     {
         detail::WaitListGuard guard(m_waiters);
         m_state.store(kUnlocked, std::memory_order_release);
-        if (detail::WaitNode *node = detail::PopFront(m_waiters)) {
-            fiber = node->Waiter;
-            pinnedTo = node->PinnedTo;
-        }
+        node = detail::PopFront(m_waiters);
     }
-    if (fiber != nullptr) {
-        detail::ReadyFiber(*detail::Scheduler::Of(taskScheduler), fiber, pinnedTo);
+    if (node != nullptr) {
+        // The node outlives this: its fiber (or thread) waits until woken.
+        detail::WakeWaiter(detail::Scheduler::Of(taskScheduler), node);
     }
 }
 

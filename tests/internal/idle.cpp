@@ -713,10 +713,39 @@ TEST_CASE("IdleState: a sleeping worker whose PollNs is not 0 wakes that often t
     REQUIRE(stillParked); // the timed waits did not unpark it
     REQUIRE(stillIdle);
     REQUIRE(hooks.PollNsCalls.load() >= hooks.PollCalls.load() - 1);
-    REQUIRE(hooks.WorkVisibleCalls.load() == 1); // asleep, it polls but does not look for work
+    // Each poll is followed by one look for work (a poll may make some).
+    REQUIRE(hooks.WorkVisibleCalls.load() >= 6);
+    REQUIRE(hooks.WorkVisibleCalls.load() <= hooks.PollCalls.load());
     REQUIRE(idle.Searching(0));
     REQUIRE(idle.NumSearching() == 1);
     REQUIRE_FALSE(idle.IsParked(0));
+}
+
+TEST_CASE("IdleState: a poll that makes work ends the sleep without a waker", "[internal][idle]") {
+    IdleState idle;
+    idle.Init(2, true, false);
+    TestHooks hooks;
+    hooks.Idle = &idle;
+    hooks.PollInterval = 1000 * 1000; // 1 ms
+    hooks.VisibleFromCall = 4;        // the third poll after the re-check "fires a timer"
+    std::atomic<bool> returned{false};
+    std::thread worker([&] {
+        idle.Idle(0, EmptyQueueBehavior::Sleep, hooks);
+        returned.store(true);
+    });
+    bool const left = SpinUntil([&] { return returned.load(); }, std::chrono::milliseconds(5000));
+    if (!left) {
+        idle.Notify();
+    }
+    worker.join();
+    REQUIRE(left);
+    REQUIRE(hooks.WorkVisibleCalls.load() == 4);
+    REQUIRE(hooks.PollCalls.load() == 4);
+    REQUIRE_FALSE(idle.IsParked(0));
+    // As at the re-check: it saw the work itself, so no one claimed it and
+    // it does not count as a searcher.
+    REQUIRE_FALSE(idle.Searching(0));
+    REQUIRE(idle.NumSearching() == 0);
 }
 
 TEST_CASE("IdleState: Spin and Yield look for work without parking", "[internal][idle]") {

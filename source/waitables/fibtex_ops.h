@@ -1,0 +1,26 @@
+// What the library needs of a Fibtex beyond its public face: the wait-list
+// registration its lock uses, and what a ConditionVariable needs to give the
+// lock up on a waiter's behalf.
+#pragma once
+
+#include "ftl/fibtex.h"
+
+namespace ftl {
+namespace detail {
+
+struct WaitNode;
+
+class FibtexOps {
+public:
+    // The registration of a fiber parked in Fibtex::lock: false when the
+    // lock was released meanwhile (the fiber tries again at once).
+    static bool Register(void *mutex, WaitNode *node);
+    // Whether the calling task holds `mutex`.
+    static bool HeldByCaller(Fibtex const &mutex);
+    // Unlocks `mutex` for the task that holds it, from wherever the caller
+    // runs (a waiter's post-switch step runs on another fiber).
+    static void ReleaseFor(Fibtex &mutex) { mutex.Release(); }
+};
+
+} // namespace detail
+} // namespace ftl
