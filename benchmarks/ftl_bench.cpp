@@ -274,6 +274,16 @@ std::vector<TargetVerdict> JudgeTargets(bench::Table const &table) {
         }
     }
     {
+        double const graph = MedianOf(table, "G1", "ftl");
+        double const tasks = MedianOf(table, "W1", "ftl");
+        if (graph > 0 && tasks > 0) {
+            verdicts.push_back(TargetVerdict{
+                Format("G1: a TaskGraph node %s ns, a W1 task %s ns = %.2fx; target <= 1.00x",
+                       bench::FormatValue(graph).c_str(), bench::FormatValue(tasks).c_str(), graph / tasks),
+                graph <= tasks});
+        }
+    }
+    {
         double const ftl = MedianOf(table, "W4", "ftl");
         auto const [peer, name] = BestPeer(table, {"W4"});
         if (ftl > 0 && peer >= 0) {
@@ -305,12 +315,23 @@ std::vector<TargetVerdict> JudgeTargets(bench::Table const &table) {
                               ftl <= 1.05 * reference});
         }
     }
-    for (char const *figure : {"W7", "W7s"}) {
+    for (char const *figure : {"W7", "W7s", "W7t"}) {
         double const ftl = MedianOf(table, figure, "ftl");
         if (ftl >= 0) {
             verdicts.push_back(TargetVerdict{Format("%s: ftl %s cpu-s over 2 s idle; target < 0.02", figure,
                                                     bench::FormatValue(ftl).c_str()),
                                              ftl < 0.02});
+        }
+    }
+    {
+        double const median = MedianOf(table, "T1", "ftl");
+        double const p99 = MedianOf(table, "T1 p99", "ftl");
+        if (median >= 0) {
+            verdicts.push_back(
+                TargetVerdict{Format("T1: a 1 ms timer runs its task %s us late at the median "
+                                     "(p99 %s us); target <= 1000 us",
+                                     bench::FormatValue(median).c_str(), bench::FormatValue(p99).c_str()),
+                              median <= 1000});
         }
     }
     {

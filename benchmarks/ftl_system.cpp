@@ -6,6 +6,7 @@
 #include "ftl/atomic_counter.h"
 #include "ftl/fibtex.h"
 #include "ftl/task_counter.h"
+#include "ftl/task_graph.h"
 #include "ftl/task_scheduler.h"
 #include "scheduler/mechanisms.h"
 
@@ -425,6 +426,124 @@ private:
     unsigned m_probed = 0;
 };
 
+// W7t: idle with a pending SleepFor and a timed wait -----------------------------
+
+// The idle window of W7, but with a task asleep in SleepFor for all of it and
+// the main thread in a timed wait on a flag nobody clears: the scheduler has
+// pending deadlines and nothing else to do.
+class IdleWithTimers final : public Fixture {
+public:
+    IdleWithTimers(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
+        : m_sizes(sizes), m_scheduler(sizes, mechanisms) {}
+
+    void Run() override {
+        ftl::TaskScheduler *const ts = m_scheduler.Get();
+        auto const window = std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::duration<double>(m_sizes.IdleSeconds));
+        ftl::TaskCounter sleeper(ts);
+        ftl::AtomicFlag never(ts, 1);
+        double const before = ProcessCpuSeconds();
+        ts->AddTask([window](ftl::TaskScheduler *taskScheduler) { taskScheduler->SleepFor(window); },
+                    ftl::TaskPriority::Normal, &sleeper);
+        m_timedOut += ts->WaitForCounter(&never, window) ? 0u : 1u;
+        ts->WaitForCounter(&sleeper);
+        double const after = ProcessCpuSeconds();
+        m_cpuSeconds = (after - before) * (kIdleReportSeconds / m_sizes.IdleSeconds);
+    }
+
+    Verdict Check() override {
+        return ExpectCount("timed waits that timed out", std::exchange(m_timedOut, 0), 1);
+    }
+    std::vector<double> MeasuredFigures() const override { return {m_cpuSeconds}; }
+
+private:
+    Sizes m_sizes;
+    Scheduler m_scheduler;
+    double m_cpuSeconds = 0;
+    unsigned m_timedOut = 0;
+};
+
+// T1: how late SleepFor and timed waits return -----------------------------------
+
+// Tasks sleep 1 ms (and time out of a 1 ms wait) one at a time, from an
+// otherwise idle scheduler; each sample is how long after its deadline the
+// task ran again.
+class TimerLateness final : public Fixture {
+public:
+    TimerLateness(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
+        : m_scheduler(sizes, mechanisms), m_samples(sizes.WakeSamples) {}
+
+    void Run() override {
+        m_lateness.assign(m_samples, -1);
+        ftl::TaskCounter done(m_scheduler.Get());
+        std::vector<std::int64_t> *const lateness = &m_lateness;
+        unsigned const samples = m_samples;
+        m_scheduler.Get()->AddTask(
+            [lateness, samples](ftl::TaskScheduler *ts) {
+                ftl::AtomicFlag never(ts, 1);
+                for (unsigned i = 0; i < samples; ++i) {
+                    std::int64_t const start = NowNs();
+                    if (i % 2 == 0) {
+                        ts->SleepFor(kTimerDelay);
+                    } else {
+                        ts->WaitForCounter(&never, kTimerDelay);
+                    }
+                    (*lateness)[i] = NowNs() - start - kTimerDelay.count();
+                }
+            },
+            ftl::TaskPriority::Normal, &done);
+        m_scheduler.Get()->WaitForCounter(&done);
+    }
+
+    Verdict Check() override { return CheckWakeSamples(m_lateness, m_samples); }
+    std::vector<double> MeasuredFigures() const override { return WakeFigures(m_lateness); }
+
+private:
+    static constexpr std::chrono::nanoseconds kTimerDelay{1000000};
+    Scheduler m_scheduler;
+    unsigned m_samples;
+    std::vector<std::int64_t> m_lateness;
+};
+
+// G1: a TaskGraph run per batch -------------------------------------------------
+
+// W1's size as a graph: 1,000 nodes (a root, 998 nodes after it, and a sink
+// after those), built once and run kBatches times, each run waited for.
+class GraphRuns final : public Fixture {
+public:
+    GraphRuns(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
+        : m_scheduler(sizes, mechanisms), m_tally(m_scheduler.Threads()), m_graph(m_scheduler.Get()) {
+        Tally *const tally = &m_tally;
+        auto count = [tally](ftl::TaskScheduler *taskScheduler) {
+            tally->Count(taskScheduler->GetCurrentThreadIndex());
+        };
+        ftl::TaskGraph::Node root = m_graph.Add(count);
+        ftl::TaskGraph::Node sink = m_graph.Add(count);
+        for (unsigned i = 2; i < kBatchSize; ++i) {
+            ftl::TaskGraph::Node node = m_graph.Add(count);
+            root.Precede(node);
+            node.Precede(sink);
+        }
+    }
+
+    void Run() override {
+        ftl::TaskCounter done(m_scheduler.Get());
+        for (unsigned batch = 0; batch < kBatches; ++batch) {
+            m_graph.Run(&done);
+            m_scheduler.Get()->WaitForCounter(&done);
+        }
+    }
+
+    Verdict Check() override {
+        return ExpectCount("graph nodes run", m_tally.Take(), std::uint64_t(kBatches) * kBatchSize);
+    }
+
+private:
+    Scheduler m_scheduler;
+    Tally m_tally;
+    ftl::TaskGraph m_graph;
+};
+
 // S1 ---------------------------------------------------------------------------
 
 // Starts and destroys schedulers with a small and a large pool, alternately
@@ -673,6 +792,7 @@ System MakeFtlSystem(std::string name, ftl::detail::Mechanisms const &mechanisms
         Make<FibonacciClosures<false>>("W3c", "AddTasks(2, closure) + TaskCounter per node", mechanisms));
     list.push_back(Make<FibonacciClosures<true>>("W3s", "AddTask(24-byte closure) x2 + TaskCounter per node",
                                                  mechanisms));
+    list.push_back(Make<GraphRuns>("G1", "TaskGraph::Run + WaitForCounter per run", mechanisms));
     list.push_back(Make<PingPong>("W4", "FullAtomicCounter, WaitForCounter(counter, value)", mechanisms));
     list.push_back(Make<ContendedFibtex>("W5", "Fibtex, std::lock_guard", mechanisms));
     list.push_back(Make<ContendedFibtex>("W5b", "Fibtex, std::lock_guard", mechanisms));
@@ -688,6 +808,10 @@ System MakeFtlSystem(std::string name, ftl::detail::Mechanisms const &mechanisms
                                       options.Behavior = ftl::EmptyQueueBehavior::Sleep;
                                       return std::make_unique<Idle>(sizes, options, mechanisms);
                                   }});
+    list.push_back(Make<IdleWithTimers>("W7t", "SleepFor in a task, timed WaitForCounter on the main thread",
+                                        mechanisms));
+    list.push_back(
+        Make<TimerLateness>("T1", "SleepFor / timed WaitForCounter of 1 ms in a task", mechanisms));
     list.push_back(
         Make<WakeLatency>("W8", "AddTask from a non-worker thread, every worker parked", mechanisms));
     list.push_back(Make<GlobalQueueLatency>("M1", "AddTask from a non-worker thread while workers are busy",

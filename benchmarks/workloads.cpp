@@ -127,6 +127,12 @@ std::vector<Workload> MakeWorkloads(Sizes const &sizes) {
          "the closure pool)",
          {{"W3s", "ns/task"}},
          double(FibonacciNodes(sizes.FibN))});
+    workloads.push_back(
+        {"G1",
+         "W1 as a TaskGraph, ftl only: 1,000 nodes (a root, 998 after it, a sink after those) "
+         "built once and run 1,000 times, each run waited for",
+         {{"G1", "ns/node"}},
+         double(kBatches) * kBatchSize});
     workloads.push_back({"W4",
                          "two tasks ping-pong " + std::to_string(sizes.PingPongRounds) +
                              " times, each waiting for the value the other one writes",
@@ -158,6 +164,20 @@ std::vector<Workload> MakeWorkloads(Sizes const &sizes) {
                  0};
     w7s.WarmUp = false;
     workloads.push_back(w7s);
+    Workload w7t{"W7t",
+                 std::string("idle ") + idle +
+                     " with only deadlines pending, ftl only: a task in SleepFor and the main thread in a "
+                     "timed wait for the whole window",
+                 {{"W7t", "cpu-s/2s", false}},
+                 0};
+    w7t.WarmUp = false;
+    workloads.push_back(w7t);
+    workloads.push_back({"T1",
+                         "timer lateness, ftl only: a task sleeps 1 ms (SleepFor) or times out of a 1 ms "
+                         "timed wait, " +
+                             std::to_string(sizes.WakeSamples) + " samples; how late it runs again",
+                         {{"T1", "us median"}, {"T1 p99", "us p99"}},
+                         0});
     workloads.push_back({"W8",
                          "wake latency: after 2 ms idle, another thread adds a task; add call to the task's "
                          "first instruction, " +

@@ -103,12 +103,18 @@ InitError Scheduler::Start() {
     }
 
     for (unsigned i = 1; i < m_numWorkers; ++i) {
+#if defined(__cpp_exceptions)
         try {
             m_workers[i].Thread() = std::thread([this, i] { ThreadMain(&m_workers[i]); });
         } catch (std::system_error const &) {
             Teardown(i); // nothing was added yet
             return InitError::ThreadCreationFailed;
         }
+#else
+        // Without exceptions, std::thread ends the process when it cannot
+        // start a thread.
+        m_workers[i].Thread() = std::thread([this, i] { ThreadMain(&m_workers[i]); });
+#endif
     }
     // Return only once every worker is ready to take work: otherwise the
     // first tasks after Init run on fewer workers for as long as the threads

@@ -67,7 +67,7 @@ bool WaitOnThread(WaitNode &node, RegisterWaiter registerWaiter, void *waitable)
             FutexWaitFor(&node.Woken, 0, node.Deadline - now);
             continue;
         }
-        if (node.Cancel(waitable, &node)) {
+        if (node.Cancel(node.Waitable, &node)) {
             return false;
         }
         // A waker took the node first: it sets the word soon; the node must

@@ -12,6 +12,7 @@
 #include "ftl/assert.h"
 #include "ftl/atomic_counter.h"
 #include "ftl/task_counter.h"
+#include "ftl/wait_group.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/wait.h"
 #include "wait/wait_list.h"
@@ -123,6 +124,10 @@ unsigned FullAtomicCounter::FetchSub(unsigned x, std::memory_order) {
 }
 bool FullAtomicCounter::CompareExchange(unsigned expectedValue, unsigned newValue, std::memory_order) {
     return CompareExchangeValue(expectedValue, newValue);
+}
+
+void WaitGroup::Underflow() {
+    FTL_FATAL("WaitGroup::Add or Done brought the count below 0 (more Done than Add)");
 }
 
 bool AtomicFlag::Set(std::memory_order) {

@@ -1,0 +1,109 @@
+// TaskGraph: a set of tasks and the order between them, built once and run
+// again and again (a frame's job list).
+//
+//   ftl::TaskGraph frame(&taskScheduler);
+//   auto input = frame.Add([] { ReadInput(); });
+//   auto physics = frame.Add([] { StepPhysics(); });
+//   auto render = frame.Add([] { SubmitDrawCalls(); });
+//   input.Precede(physics);           // input runs before physics
+//   physics.Precede(render);
+//   render.PinTo(0);                  // on the thread that called Init
+//   ftl::TaskCounter done(&taskScheduler);
+//   for (;;) { frame.Run(&done); taskScheduler.WaitForCounter(&done); }
+//
+// Contract
+// - A node runs once per Run, after every node that precedes it finished.
+//   No fiber waits for a dependency: the node that finishes last among a
+//   node's predecessors starts it (running one ready successor itself, and
+//   queueing the others at once).
+// - Run(done) raises `done` for the nodes it starts and returns at once;
+//   `done` reaches 0 when every node of the run finished. Wait on it as on
+//   any TaskCounter, from a task or from any thread. `done` must not be null.
+// - The first Run checks the graph: a cycle is a fatal error naming how
+//   many nodes cannot run. Later runs (with no Add/Precede/PinTo between)
+//   allocate nothing.
+// - Errors: an exception escaping a node is rethrown by the wait on `done`
+//   (the first one, as for any task with a TaskCounter). The run is
+//   cancelled: nodes that have not started yet do not run their function
+//   (they still count as finished, so the wait returns).
+// - Add, Precede, PinTo and Run while a run is still going, Run with a null
+//   counter, destroying a graph while it runs, and Precede between two
+//   graphs are fatal errors.
+// - Node functions are called as f() or f(TaskScheduler *) and are kept
+//   (not consumed) by the graph; a node may add tasks of its own, with
+//   `done` or another counter.
+#pragma once
+
+#include "ftl/task_scheduler.h"
+
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+namespace ftl {
+
+class TaskCounter;
+
+class TaskGraph {
+public:
+    class Node {
+    public:
+        // This node runs before `other` (both of this graph).
+        void Precede(Node other);
+        // This node runs only on worker thread `threadIndex` (0: the thread
+        // that called Init), like AddPinnedTask.
+        void PinTo(unsigned threadIndex);
+
+    private:
+        friend class TaskGraph;
+        Node(TaskGraph *graph, unsigned index) : m_graph(graph), m_index(index) {}
+        TaskGraph *m_graph;
+        unsigned m_index;
+    };
+
+    explicit TaskGraph(TaskScheduler *taskScheduler);
+    ~TaskGraph();
+    TaskGraph(TaskGraph const &) = delete;
+    TaskGraph &operator=(TaskGraph const &) = delete;
+
+    template <class F>
+    Node Add(F &&f) {
+        using Fn = std::decay_t<F>;
+        static_assert(std::is_invocable<Fn &>::value || std::is_invocable<Fn &, TaskScheduler *>::value,
+                      "TaskGraph::Add takes a function called as f() or f(TaskScheduler *)");
+        return AddNode(std::make_unique<Body<Fn>>(std::forward<F>(f)));
+    }
+
+    void Run(TaskCounter *done);
+
+    // How many nodes the graph holds.
+    unsigned Size() const;
+
+    struct Impl;
+
+private:
+    struct BodyBase {
+        virtual ~BodyBase() = default;
+        virtual void Call(TaskScheduler *taskScheduler) = 0;
+    };
+    template <class Fn>
+    struct Body final : BodyBase {
+        template <class F>
+        explicit Body(F &&f) : Function(std::forward<F>(f)) {}
+        void Call(TaskScheduler *taskScheduler) override {
+            if constexpr (std::is_invocable<Fn &>::value) {
+                (void)taskScheduler;
+                Function();
+            } else {
+                Function(taskScheduler);
+            }
+        }
+        Fn Function;
+    };
+
+    Node AddNode(std::unique_ptr<BodyBase> body);
+
+    std::unique_ptr<Impl> m_impl;
+};
+
+} // namespace ftl
