@@ -27,14 +27,17 @@ void *ClosurePool::NewChunk() {
 }
 
 void ClosurePool::Refill(Local &local, unsigned count) {
-    for (unsigned i = 0; i < count; ++i) {
-        if (m_shared == nullptr) {
-            auto *chunk = static_cast<unsigned char *>(NewChunk());
-            for (unsigned s = 0; s < kChunkSlots; ++s) {
-                auto *slot = ::new (chunk + s * kSlotBytes) FreeSlot{m_shared};
-                m_shared = slot;
-            }
+    // A new chunk only when the shared list is empty: taking fewer than
+    // `count` is enough, and keeps the pool from growing past what is in use
+    // plus what the workers' lists hold.
+    if (m_shared == nullptr) {
+        auto *chunk = static_cast<unsigned char *>(NewChunk());
+        for (unsigned s = 0; s < kChunkSlots; ++s) {
+            auto *slot = ::new (chunk + s * kSlotBytes) FreeSlot{m_shared};
+            m_shared = slot;
         }
+    }
+    for (unsigned i = 0; i < count && m_shared != nullptr; ++i) {
         FreeSlot *slot = m_shared;
         m_shared = slot->Next;
         slot->Next = local.Head;

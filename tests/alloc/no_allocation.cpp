@@ -1,0 +1,138 @@
+// What the API promises not to allocate, checked by counting every call of
+// the global operator new while the promised path runs (after a warm-up):
+// - AddTask with a closure of up to 48 bytes (and AddTasks with one);
+// - a TaskGraph run after the first.
+// A program of its own, because it replaces operator new for the whole
+// process. Exits non-zero on a failed check.
+#include "ftl/task_counter.h"
+#include "ftl/task_graph.h"
+#include "ftl/task_scheduler.h"
+
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+
+namespace {
+
+std::atomic<bool> g_counting{false};
+std::atomic<unsigned long> g_allocations{0};
+
+void *Allocate(std::size_t size) {
+    if (g_counting.load(std::memory_order_relaxed)) {
+        g_allocations.fetch_add(1, std::memory_order_relaxed);
+    }
+    void *p = std::malloc(size == 0 ? 1 : size);
+    if (p == nullptr) {
+        std::abort();
+    }
+    return p;
+}
+
+int g_failures = 0;
+
+void Check(bool ok, char const *what, unsigned long allocations) {
+    std::printf("%s: %s (%lu allocations)\n", ok ? "ok" : "FAILED", what, allocations);
+    g_failures += ok ? 0 : 1;
+}
+
+// A closure of 40 bytes: in a slot of the closure pool.
+struct Payload {
+    std::array<std::uint64_t, 4> Values;
+    std::atomic<std::uint64_t> *Sum;
+};
+
+void AddClosures(ftl::TaskScheduler *ts, std::atomic<std::uint64_t> *sum, unsigned count) {
+    ftl::TaskCounter counter(ts);
+    for (unsigned i = 0; i < count; ++i) {
+        Payload const payload{{i, 1, 2, 3}, sum};
+        ts->AddTask([payload] { payload.Sum->fetch_add(payload.Values[0] + payload.Values[3]); },
+                    ftl::TaskPriority::Normal, &counter);
+    }
+    ts->AddTasks(
+        count, [payload = Payload{{1, 1, 1, 1}, sum}](unsigned) { payload.Sum->fetch_add(1); },
+        ftl::TaskPriority::Normal, &counter);
+    ts->WaitForCounter(&counter);
+}
+
+} // namespace
+
+void *operator new(std::size_t size) {
+    return Allocate(size);
+}
+void *operator new[](std::size_t size) {
+    return Allocate(size);
+}
+void operator delete(void *p) noexcept {
+    std::free(p);
+}
+void operator delete[](void *p) noexcept {
+    std::free(p);
+}
+void operator delete(void *p, std::size_t) noexcept {
+    std::free(p);
+}
+void operator delete[](void *p, std::size_t) noexcept {
+    std::free(p);
+}
+
+int main() {
+    static_assert(sizeof(Payload) <= 48, "the payload must fit a closure slot");
+    for (unsigned threads : {1u, 2u, 3u}) {
+        std::printf("threads %u\n", threads);
+        ftl::TaskScheduler ts;
+        ftl::TaskSchedulerInitOptions options;
+        options.ThreadPoolSize = threads;
+        if (ts.Init(options) != 0) {
+            return 2;
+        }
+        std::atomic<std::uint64_t> sum{0};
+        constexpr unsigned kCount = 1000;
+        // Warm-up: the deques, the closure pool and the fibers reach their size.
+        for (int round = 0; round < 3; ++round) {
+            AddClosures(&ts, &sum, kCount);
+        }
+        g_allocations.store(0);
+        g_counting.store(true);
+        for (int round = 0; round < 5; ++round) {
+            AddClosures(&ts, &sum, kCount);
+        }
+        g_counting.store(false);
+        std::uint64_t const perRound = kCount * (kCount - 1) / 2 + 3ull * kCount + kCount;
+        Check(sum.load() == 8 * perRound, "closures ran, each once", 0);
+        Check(g_allocations.load() == 0, "AddTask/AddTasks with 40-byte closures allocate nothing",
+              g_allocations.load());
+
+        ftl::TaskGraph graph(&ts);
+        std::atomic<unsigned> ran{0};
+        auto root = graph.Add([&ran] { ran.fetch_add(1); });
+        auto sink = graph.Add([&ran] { ran.fetch_add(1); });
+        for (unsigned i = 0; i < 500; ++i) {
+            auto node = graph.Add([&ran] { ran.fetch_add(1); });
+            root.Precede(node);
+            node.Precede(sink);
+            if (i % 50 == 0) {
+                auto chained = graph.Add([&ran] { ran.fetch_add(1); });
+                node.Precede(chained);
+                chained.Precede(sink);
+            }
+        }
+        ftl::TaskCounter done(&ts);
+        for (int round = 0; round < 3; ++round) { // the first builds; the others warm the deques
+            graph.Run(&done);
+            ts.WaitForCounter(&done);
+        }
+        g_allocations.store(0);
+        g_counting.store(true);
+        for (int round = 0; round < 10; ++round) {
+            graph.Run(&done);
+            ts.WaitForCounter(&done);
+        }
+        g_counting.store(false);
+        Check(ran.load() == 13 * graph.Size(), "every graph node ran in every run", 0);
+        Check(g_allocations.load() == 0, "TaskGraph runs after the first allocate nothing",
+              g_allocations.load());
+    }
+    return g_failures == 0 ? 0 : 1;
+}
