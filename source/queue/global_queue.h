@@ -1,15 +1,17 @@
 // The global injection queue: tasks added from threads that are not workers,
 // and fibers readied by such threads. It is off the hot path (workers push to
 // their own deques), so a mutex guards it; an atomic size lets workers skip it
-// without taking the lock.
+// without taking the lock. The items sit in a ring that only grows, so a
+// queue that has seen its peak allocates nothing more (a pinned task, a graph
+// node pinned to a thread, or an outside thread's tasks, frame after frame).
 #pragma once
 
 #include "queue/task_item.h"
 
 #include <atomic>
 #include <cstddef>
-#include <deque>
 #include <mutex>
+#include <vector>
 
 namespace ftl {
 namespace detail {
@@ -19,9 +21,14 @@ public:
     template <class Make>
     void PushBatch(std::size_t count, Make &&make) {
         std::lock_guard<std::mutex> lock(m_mutex);
-        for (std::size_t i = 0; i < count; ++i) {
-            m_items.push_back(make(i));
+        if (m_count + count > m_ring.size()) {
+            Grow(m_count + count);
         }
+        std::size_t const mask = m_ring.size() - 1;
+        for (std::size_t i = 0; i < count; ++i) {
+            m_ring[(m_head + m_count + i) & mask] = make(i);
+        }
+        m_count += count;
         // seq_cst: ordered before the pusher's check for parked workers.
         m_size.fetch_add(count, std::memory_order_seq_cst);
     }
@@ -31,11 +38,12 @@ public:
             return false;
         }
         std::lock_guard<std::mutex> lock(m_mutex);
-        if (m_items.empty()) {
+        if (m_count == 0) {
             return false;
         }
-        out = m_items.front();
-        m_items.pop_front();
+        out = m_ring[m_head];
+        m_head = (m_head + 1) & (m_ring.size() - 1);
+        --m_count;
         m_size.fetch_sub(1, std::memory_order_relaxed);
         return true;
     }
@@ -43,8 +51,24 @@ public:
     bool LooksEmpty() const { return m_size.load(std::memory_order_acquire) == 0; }
 
 private:
+    // To the next power of two that holds `needed`, keeping the order.
+    void Grow(std::size_t needed) {
+        std::size_t capacity = m_ring.empty() ? 64 : m_ring.size();
+        while (capacity < needed) {
+            capacity *= 2;
+        }
+        std::vector<TaskItem> ring(capacity);
+        for (std::size_t i = 0; i < m_count; ++i) {
+            ring[i] = m_ring[(m_head + i) & (m_ring.size() - 1)];
+        }
+        m_ring.swap(ring);
+        m_head = 0;
+    }
+
     std::mutex m_mutex;
-    std::deque<TaskItem> m_items;
+    std::vector<TaskItem> m_ring; // guarded by m_mutex; its size is a power of two
+    std::size_t m_head = 0;       // guarded by m_mutex
+    std::size_t m_count = 0;      // guarded by m_mutex
     std::atomic<std::size_t> m_size{0};
 };
 

@@ -236,14 +236,10 @@ bool Worker::TakeReadyFiber(Fiber *&fiber) {
 }
 
 bool Worker::TakeTask(TaskItem &item) {
-    // Pinned tasks first: no other worker can take them off this one.
-    for (auto &queue : m_pinnedTasks) {
-        if (queue.Pop(item)) {
-            return true;
-        }
-    }
-    for (auto &deque : m_tasks) {
-        if (deque.Pop(item)) {
+    // Per priority, pinned tasks first: no other worker can take them off
+    // this one.
+    for (unsigned queue = 0; queue < kNumPriorities; ++queue) {
+        if (m_pinnedTasks[queue].Pop(item) || m_tasks[queue].Pop(item)) {
             return true;
         }
     }

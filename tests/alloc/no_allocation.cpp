@@ -1,9 +1,15 @@
 // What the API promises not to allocate, checked by counting every call of
 // the global operator new while the promised path runs (after a warm-up):
 // - AddTask with a closure of up to 48 bytes (and AddTasks with one);
-// - a TaskGraph run after the first.
+// - a TaskGraph run after the first, pinned nodes included.
 // A program of its own, because it replaces operator new for the whole
 // process. Exits non-zero on a failed check.
+//
+// At one thread the runs repeat exactly, so the count must be 0. With more,
+// which worker's deque or closure list holds how much varies from run to
+// run, and one may still grow to a new peak after the warm-up (a doubling of
+// a deque, a chunk of closure slots): a few such allocations are allowed,
+// never one per task (5,000 tasks, 5,120 nodes per measurement).
 #include "ftl/task_counter.h"
 #include "ftl/task_graph.h"
 #include "ftl/task_scheduler.h"
@@ -31,6 +37,14 @@ void *Allocate(std::size_t size) {
 }
 
 int g_failures = 0;
+
+// Allocations allowed while the structures of several workers may still
+// reach a new peak (see the top of the file).
+constexpr unsigned long kGrowthAllowance = 8;
+
+unsigned long Allowed(unsigned threads) {
+    return threads == 1 ? 0 : kGrowthAllowance;
+}
 
 void Check(bool ok, char const *what, unsigned long allocations) {
     std::printf("%s: %s (%lu allocations)\n", ok ? "ok" : "FAILED", what, allocations);
@@ -101,7 +115,8 @@ int main() {
         g_counting.store(false);
         std::uint64_t const perRound = kCount * (kCount - 1) / 2 + 3ull * kCount + kCount;
         Check(sum.load() == 8 * perRound, "closures ran, each once", 0);
-        Check(g_allocations.load() == 0, "AddTask/AddTasks with 40-byte closures allocate nothing",
+        Check(g_allocations.load() <= Allowed(threads),
+              "AddTask/AddTasks with 40-byte closures allocate nothing (beyond growth to a new peak)",
               g_allocations.load());
 
         ftl::TaskGraph graph(&ts);
@@ -118,8 +133,16 @@ int main() {
                 chained.Precede(sink);
             }
         }
+        // A node pinned to each thread: its start goes through that
+        // worker's queue of pinned tasks.
+        for (unsigned t = 0; t < threads; ++t) {
+            auto pinned = graph.Add([&ran] { ran.fetch_add(1); });
+            pinned.PinTo(t);
+            root.Precede(pinned);
+            pinned.Precede(sink);
+        }
         ftl::TaskCounter done(&ts);
-        for (int round = 0; round < 3; ++round) { // the first builds; the others warm the deques
+        for (int round = 0; round < 3; ++round) { // the first builds; the others warm the queues
             graph.Run(&done);
             ts.WaitForCounter(&done);
         }
@@ -131,7 +154,8 @@ int main() {
         }
         g_counting.store(false);
         Check(ran.load() == 13 * graph.Size(), "every graph node ran in every run", 0);
-        Check(g_allocations.load() == 0, "TaskGraph runs after the first allocate nothing",
+        Check(g_allocations.load() <= Allowed(threads),
+              "TaskGraph runs after the first allocate nothing (beyond growth to a new peak)",
               g_allocations.load());
     }
     return g_failures == 0 ? 0 : 1;
