@@ -34,6 +34,7 @@
 //   `done` or another counter.
 #pragma once
 
+#include "ftl/detail/closure.h"
 #include "ftl/task_scheduler.h"
 
 #include <memory>
@@ -69,9 +70,17 @@ public:
     template <class F>
     Node Add(F &&f) {
         using Fn = std::decay_t<F>;
-        static_assert(std::is_invocable<Fn &>::value || std::is_invocable<Fn &, TaskScheduler *>::value,
+        static_assert(detail::kIsTaskClosure<Fn>,
                       "TaskGraph::Add takes a function called as f() or f(TaskScheduler *)");
-        return AddNode(std::make_unique<Body<Fn>>(std::forward<F>(f)));
+        if constexpr (detail::kFitsInArg<Fn>) {
+            // Kept in the node itself: no allocation, no pointer to follow.
+            return AddNode(&detail::InvokeInArg<false, Fn>, detail::PackArg(f), nullptr);
+        } else {
+            auto owner = std::make_unique<Fn>(std::forward<F>(f));
+            Node const node = AddNode(&InvokeKept<Fn>, owner.get(), &DestroyKept<Fn>);
+            owner.release(); // the graph owns it now
+            return node;
+        }
     }
 
     void Run(TaskCounter *done);
@@ -82,26 +91,17 @@ public:
     struct Impl;
 
 private:
-    struct BodyBase {
-        virtual ~BodyBase() = default;
-        virtual void Call(TaskScheduler *taskScheduler) = 0;
-    };
     template <class Fn>
-    struct Body final : BodyBase {
-        template <class F>
-        explicit Body(F &&f) : Function(std::forward<F>(f)) {}
-        void Call(TaskScheduler *taskScheduler) override {
-            if constexpr (std::is_invocable<Fn &>::value) {
-                (void)taskScheduler;
-                Function();
-            } else {
-                Function(taskScheduler);
-            }
-        }
-        Fn Function;
-    };
+    static void InvokeKept(TaskScheduler *taskScheduler, void *function, unsigned) {
+        detail::Call<false>(*static_cast<Fn *>(function), taskScheduler, 0);
+    }
+    template <class Fn>
+    static void DestroyKept(void *function) noexcept {
+        delete static_cast<Fn *>(function);
+    }
 
-    Node AddNode(std::unique_ptr<BodyBase> body);
+    // Takes `function` (destroyed with `destroy` unless null) when it returns.
+    Node AddNode(detail::ClosureInvoker invoke, void *function, void (*destroy)(void *) noexcept);
 
     std::unique_ptr<Impl> m_impl;
 };

@@ -13,7 +13,9 @@
 // batch straight from the successor array, several successors per task when
 // there are many. A task that runs several nodes with the same successor (a
 // fan-in) lowers its Pending once, by their number: one contended atomic per
-// task instead of one per node. All of this happens before the task
+// task instead of one per node. A successor none of whose predecessors ran
+// elsewhere (a chain link, each node of a fan-out from one node) is ready
+// without touching its Pending at all. All of this happens before the task
 // finishes, so `done` (raised for each task as it is queued and lowered as it
 // ends) reaches 0 only after the last node.
 #include "ftl/task_graph.h"
@@ -26,6 +28,7 @@
 #include <atomic>
 #include <exception>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace ftl {
@@ -39,8 +42,28 @@ constexpr unsigned kMaxChunk = 16;
 } // namespace
 
 struct TaskGraph::Impl {
+    // A node's function: called as Invoke(scheduler, Function, 0), and
+    // destroyed with the graph (Destroy is null when it lives in the
+    // pointer itself).
+    struct Kept {
+        detail::ClosureInvoker Invoke = nullptr;
+        void *Function = nullptr;
+        void (*Destroy)(void *) noexcept = nullptr;
+
+        Kept() = default;
+        Kept(Kept &&other) noexcept
+            : Invoke(other.Invoke), Function(other.Function), Destroy(std::exchange(other.Destroy, nullptr)) {
+        }
+        Kept &operator=(Kept &&) = delete;
+        ~Kept() {
+            if (Destroy != nullptr) {
+                Destroy(Function);
+            }
+        }
+    };
+
     struct NodeData {
-        std::unique_ptr<BodyBase> Body;
+        Kept Body;
         std::vector<unsigned> Successors; // as built by Precede
         unsigned Predecessors = 0;
         unsigned Thread = kAnyThread;
@@ -49,7 +72,10 @@ struct TaskGraph::Impl {
         unsigned Begin = 0;
         unsigned End = 0;
         bool AllSuccessorsFree = true; // none of its successors is pinned
-        unsigned Chunk = 1;            // successors per task when all become ready at once
+        // Every successor has this node as its only predecessor (and none is
+        // pinned): they all become ready when it finishes, with no atomic.
+        bool AllSuccessorsOwned = false;
+        unsigned Chunk = 1; // successors per task when all become ready at once
     };
 
     TaskScheduler *Scheduler;
@@ -88,6 +114,8 @@ struct TaskGraph::Impl {
     // Lowers the successors' Pending; returns one that became ready for the
     // caller to run, or kNone, and queues the others.
     unsigned ReleaseSuccessors(NodeData &node, Batch &batch);
+    // Queues successors 1..count-1 of `node`, which all became ready.
+    void QueueChunks(NodeData &node, unsigned count);
     // Applies the held-back lowering; returns its target if that made it
     // ready (and it is not pinned: a pinned one is queued).
     unsigned Flush(Batch &batch);
@@ -116,12 +144,15 @@ void TaskGraph::Impl::Build() {
         node.Graph = this;
         node.Begin = static_cast<unsigned>(Targets.size());
         node.AllSuccessorsFree = true;
+        bool owned = true;
         for (unsigned successor : node.Successors) {
             Targets.push_back(successor);
             if (Nodes[successor].Thread != kAnyThread) {
                 node.AllSuccessorsFree = false;
             }
+            owned = owned && Nodes[successor].Predecessors == 1;
         }
+        node.AllSuccessorsOwned = owned && node.AllSuccessorsFree && node.Successors.size() > 1;
         node.End = static_cast<unsigned>(Targets.size());
         // Several per task when there are many (a few tasks per worker still),
         // so that one steal carries several and a shared successor is
@@ -175,6 +206,9 @@ void TaskGraph::Impl::Start(unsigned node) {
 
 unsigned TaskGraph::Impl::ReleaseSuccessors(NodeData &node, Batch &batch) {
     unsigned const count = node.End - node.Begin;
+    if (count == 0) {
+        return kNone;
+    }
     if (count == 1) {
         // The common case of a fan-in: lowered once per task for a run of
         // nodes with the same successor (Batch), not once per node.
@@ -188,13 +222,21 @@ unsigned TaskGraph::Impl::ReleaseSuccessors(NodeData &node, Batch &batch) {
         ++batch.Count;
         return kNone;
     }
+    if (node.AllSuccessorsOwned) {
+        // A fan-out to nodes with no other predecessor: run the first, queue
+        // the rest in chunks, and touch none of their counts.
+        QueueChunks(node, count);
+        return Targets[node.Begin];
+    }
     unsigned next = kNone;
     // While every successor so far became ready (and none is pinned), the
     // ones after the first are left to one batch at the end.
     bool allReady = node.AllSuccessorsFree;
     for (unsigned k = 0; k < count; ++k) {
         unsigned const successor = Targets[node.Begin + k];
-        bool const ready = Pending[successor].fetch_sub(1, std::memory_order_acq_rel) == 1;
+        // A successor whose only predecessor is this node needs no count.
+        bool const ready = Nodes[successor].Predecessors == 1 ||
+                           Pending[successor].fetch_sub(1, std::memory_order_acq_rel) == 1;
         if (allReady) {
             if (ready) {
                 if (k == 0) {
@@ -220,12 +262,16 @@ unsigned TaskGraph::Impl::ReleaseSuccessors(NodeData &node, Batch &batch) {
         }
     }
     if (allReady && count > 1) {
-        // In chunks of node.Chunk successors: a task per chunk.
-        unsigned const chunks = (count - 1 + node.Chunk - 1) / node.Chunk;
-        detail::Scheduler::Of(Scheduler)->AddClosures(chunks, &RunChunk, &node, TaskPriority::Normal, Done,
-                                                      kAnyThread);
+        QueueChunks(node, count);
     }
     return next;
+}
+
+void TaskGraph::Impl::QueueChunks(NodeData &node, unsigned count) {
+    // The successors after the first, in chunks of node.Chunk: a task per chunk.
+    unsigned const chunks = (count - 1 + node.Chunk - 1) / node.Chunk;
+    detail::Scheduler::Of(Scheduler)->AddClosures(chunks, &RunChunk, &node, TaskPriority::Normal, Done,
+                                                  kAnyThread);
 }
 
 unsigned TaskGraph::Impl::Flush(Batch &batch) {
@@ -233,7 +279,13 @@ unsigned TaskGraph::Impl::Flush(Batch &batch) {
     unsigned const count = batch.Count;
     batch.Target = kNone;
     batch.Count = 0;
-    if (count == 0 || Pending[target].fetch_sub(count, std::memory_order_acq_rel) != count) {
+    if (count == 0) {
+        return kNone;
+    }
+    // When this task ran every predecessor of the target, nobody else lowers
+    // its count: it is ready without touching it.
+    if (count != Nodes[target].Predecessors &&
+        Pending[target].fetch_sub(count, std::memory_order_acq_rel) != count) {
         return kNone;
     }
     if (Nodes[target].Thread != kAnyThread) {
@@ -251,7 +303,7 @@ void TaskGraph::Impl::RunNode(unsigned index, Batch &batch) {
     }
 #if defined(__cpp_exceptions)
     try {
-        node.Body->Call(Scheduler);
+        node.Body.Invoke(Scheduler, node.Body.Function, 0);
     } catch (...) {
         Cancelled.store(true, std::memory_order_relaxed);
         if (batch.Error == nullptr) {
@@ -259,7 +311,7 @@ void TaskGraph::Impl::RunNode(unsigned index, Batch &batch) {
         }
     }
 #else
-    node.Body->Call(Scheduler);
+    node.Body.Invoke(Scheduler, node.Body.Function, 0);
 #endif
 }
 
@@ -342,10 +394,14 @@ unsigned TaskGraph::Size() const {
     return static_cast<unsigned>(m_impl->Nodes.size());
 }
 
-TaskGraph::Node TaskGraph::AddNode(std::unique_ptr<BodyBase> body) {
+TaskGraph::Node TaskGraph::AddNode(detail::ClosureInvoker invoke, void *function,
+                                   void (*destroy)(void *) noexcept) {
     m_impl->CheckIdle("Add");
     m_impl->Nodes.emplace_back();
-    m_impl->Nodes.back().Body = std::move(body);
+    Impl::Kept &body = m_impl->Nodes.back().Body;
+    body.Invoke = invoke;
+    body.Function = function;
+    body.Destroy = destroy;
     m_impl->Built = false;
     return Node(this, static_cast<unsigned>(m_impl->Nodes.size() - 1));
 }

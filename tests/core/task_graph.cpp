@@ -7,6 +7,7 @@
 #include "ftl/task_scheduler.h"
 #include "test_support.h"
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <stdexcept>
@@ -177,6 +178,41 @@ TEST_CASE("Graph shapes: a chain, a wide fan-out and fan-in, a diamond, a single
         ts.WaitForCounter(&done);
         REQUIRE(ran.load() == 1u);
     }
+}
+
+TEST_CASE("Node functions of any size run on every run and are destroyed with the graph", "[graph]") {
+    unsigned const threads = FTL_GENERATE_THREAD_COUNT();
+    CAPTURE(threads);
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(Options(threads)) == 0);
+    ftl::TaskCounter done(&ts);
+
+    auto const owned = std::make_shared<std::atomic<unsigned>>(0);
+    std::atomic<unsigned> small{0};
+    {
+        ftl::TaskGraph graph(&ts);
+        // A pointer's worth (kept in the node), a large capture, one that
+        // owns something: a chain of the three, then a fan-out of owned ones.
+        auto a = graph.Add([&small] { small.fetch_add(1); });
+        std::array<unsigned, 32> large{};
+        large[31] = 7;
+        auto b = graph.Add([large, &small] { small.fetch_add(large[31]); });
+        auto c = graph.Add([owned] { owned->fetch_add(1); });
+        a.Precede(b);
+        b.Precede(c);
+        for (unsigned i = 0; i < 40; ++i) {
+            auto leaf = graph.Add([owned, i] { owned->fetch_add(i); });
+            c.Precede(leaf);
+        }
+        REQUIRE(owned.use_count() == 42);
+        for (int run = 0; run < 3; ++run) {
+            graph.Run(&done);
+            ts.WaitForCounter(&done);
+        }
+    }
+    REQUIRE(small.load() == 3u * 8u);
+    REQUIRE(owned->load() == 3u * (1u + 39u * 40u / 2u));
+    REQUIRE(owned.use_count() == 1); // every copy went with the graph
 }
 
 TEST_CASE("A pinned graph node runs on its thread", "[graph][pinned]") {
