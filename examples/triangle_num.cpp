@@ -73,5 +73,17 @@ int main() {
         std::fprintf(stderr, "triangle_num: wrong result, expected %" PRIu64 "\n", expected);
         return 1;
     }
+    // Where the tasks ran: one line per worker.
+    ftl::SchedulerStats const stats = taskScheduler.GetStats();
+    std::fputs(ftl::FormatStats(stats).c_str(), stdout);
+    std::uint64_t ran = 0;
+    for (ftl::WorkerStats const &worker : stats.Workers) {
+        ran += worker.TasksRun;
+    }
+    if (ran > kNumTasks) {
+        std::fprintf(stderr, "triangle_num: the statistics count %" PRIu64 " tasks, more than were added\n",
+                     ran);
+        return 1;
+    }
     return 0;
 }

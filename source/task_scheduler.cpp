@@ -250,6 +250,10 @@ unsigned TaskScheduler::GetFiberCount() const {
     return m_impl != nullptr ? m_impl->Pool().Size() : 0;
 }
 
+SchedulerStats TaskScheduler::GetStats() const {
+    return Checked(m_impl, "GetStats")->Stats();
+}
+
 EmptyQueueBehavior TaskScheduler::GetEmptyQueueBehavior() const {
     return m_impl != nullptr ? m_impl->Behavior() : EmptyQueueBehavior::Sleep;
 }

@@ -26,6 +26,7 @@
 #include "ftl/callbacks.h"
 #include "ftl/detail/closure.h"
 #include "ftl/ftl_valgrind.h"
+#include "ftl/stats.h"
 #include "ftl/task.h"
 
 #include <chrono>
@@ -194,6 +195,10 @@ public:
     unsigned GetThreadCount() const;
     // Fibers in the pool now (grows under FiberPoolPolicy::Grow).
     unsigned GetFiberCount() const;
+
+    // What each worker did since Init, and the fiber pool's use (see
+    // ftl/stats.h). Any thread, at any time after Init.
+    SchedulerStats GetStats() const;
 
     EmptyQueueBehavior GetEmptyQueueBehavior() const;
     // Takes effect at once: workers parked under Sleep wake to follow it.

@@ -196,12 +196,21 @@ Fiber *FiberPool::Acquire(unsigned worker) {
                           m_capacity);
             }
             grownTo = Size();
+            m_growths.fetch_add(1, std::memory_order_relaxed);
         }
     }
     if (grownTo != 0 && m_callbacks.OnFiberPoolGrown != nullptr) {
         m_callbacks.OnFiberPoolGrown(m_callbacks.Context, grownTo);
     }
     return Acquire(worker);
+}
+
+unsigned FiberPool::FreeCount() const {
+    unsigned free = m_shared.Count.load(std::memory_order_relaxed);
+    for (unsigned i = 0; i < m_numLocal; ++i) {
+        free += m_local[i].Count.load(std::memory_order_relaxed);
+    }
+    return free;
 }
 
 void FiberPool::Release(Fiber *fiber, unsigned worker) {

@@ -69,6 +69,10 @@ public:
     unsigned Size() const { return m_size.load(std::memory_order_acquire); }
     // Fibers whose stacks were made so far (index 0 included).
     unsigned Made() const { return m_fresh.load(std::memory_order_acquire); }
+    // Made fibers on the free lists now (approximate while fibers move).
+    unsigned FreeCount() const;
+    // Times the pool grew (FiberPoolPolicy::Grow).
+    unsigned Growths() const { return m_growths.load(std::memory_order_relaxed); }
 
 private:
     static constexpr unsigned kChunkShift = 8; // 256 descriptors a chunk
@@ -97,6 +101,7 @@ private:
     alignas(64) std::atomic<unsigned> m_size{0};
     // Indices below it have a descriptor and a stack (or are being made).
     std::atomic<unsigned> m_fresh{0};
+    std::atomic<unsigned> m_growths{0};
     unsigned m_capacity = 0;
     // Descriptor chunks, made on first use; sized once, so lookups need no lock.
     std::unique_ptr<std::atomic<Fiber *>[]> m_chunks;

@@ -94,6 +94,11 @@ public:
     // Claims this worker if it is parked.
     bool ClaimSpecific(unsigned index);
     bool Searching(unsigned self) const { return m_slots[self].Searching; }
+    // Times worker `index` went to sleep, and times a waker claimed it.
+    std::uint64_t Parks(unsigned index) const { return m_slots[index].Parks.load(std::memory_order_relaxed); }
+    std::uint64_t WakeUps(unsigned index) const {
+        return m_slots[index].WakeUps.load(std::memory_order_relaxed);
+    }
 
 private:
     // One per worker, on a cache line of its own: the futex word a parked
@@ -103,7 +108,13 @@ private:
     struct alignas(64) Slot {
         std::atomic<std::uint32_t> WakeSeq{0};
         alignas(64) bool Searching = false;
+        // For GetStats: written by the owner only, read by anyone.
+        std::atomic<std::uint64_t> Parks{0};
+        std::atomic<std::uint64_t> WakeUps{0};
     };
+    static void Bump(std::atomic<std::uint64_t> &count) {
+        count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
 
     static std::uint64_t Bit(unsigned index) { return std::uint64_t(1) << (index % 64); }
     void Wake(unsigned index);
@@ -111,8 +122,9 @@ private:
     void Park(unsigned self, Hooks &hooks);
     // A parked worker that sees work (or must stop idling) takes its bit back
     // and leaves; false when it stays parked.
+    // `slept`: after a sleep (a claim then counts as a wake-up).
     template <class Hooks>
-    bool LeaveIfWork(unsigned self, Hooks &hooks);
+    bool LeaveIfWork(unsigned self, Hooks &hooks, bool slept);
 
     // Set at Init, read on every item a worker finds (FoundWork): on a line
     // no other thread writes. (Beside the searcher count they cost W3 about
@@ -179,12 +191,13 @@ void IdleState::Park(unsigned self, Hooks &hooks) {
     //    this very worker, which no waker claims us for), so it comes first.
     std::atomic_thread_fence(std::memory_order_seq_cst);
     hooks.Poll();
-    if (LeaveIfWork(self, hooks)) {
+    if (LeaveIfWork(self, hooks, false)) {
         return;
     }
     // 3. Sleep until claimed (see the top of this file for why no claim is
     //    lost), or until the next poll is due; a poll is followed by the same
     //    look as step 2.
+    Bump(slot.Parks);
     for (;;) {
         std::uint32_t const seq = slot.WakeSeq.load(std::memory_order_acquire);
         if (!IsParked(self)) {
@@ -197,16 +210,17 @@ void IdleState::Park(unsigned self, Hooks &hooks) {
         }
         FutexWaitFor(&slot.WakeSeq, seq, pollNs);
         hooks.Poll();
-        if (LeaveIfWork(self, hooks)) {
+        if (LeaveIfWork(self, hooks, true)) {
             return;
         }
     }
     AddClaimedSearcher(); // claimed: we wake as a searcher
     slot.Searching = true;
+    Bump(slot.WakeUps);
 }
 
 template <class Hooks>
-bool IdleState::LeaveIfWork(unsigned self, Hooks &hooks) {
+bool IdleState::LeaveIfWork(unsigned self, Hooks &hooks, bool slept) {
     if (!hooks.WorkVisible() && !hooks.StopIdling(EmptyQueueBehavior::Sleep)) {
         return false;
     }
@@ -214,6 +228,9 @@ bool IdleState::LeaveIfWork(unsigned self, Hooks &hooks) {
         // A waker claimed us first: we wake as a searcher.
         AddClaimedSearcher();
         m_slots[self].Searching = true;
+        if (slept) {
+            Bump(m_slots[self].WakeUps);
+        }
     }
     return true;
 }

@@ -20,6 +20,8 @@
 #include "scheduler/wait.h"
 #include "wait/wait_list.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <sched.h>
 #include <system_error>
 
@@ -47,6 +49,9 @@ int Scheduler::Init(TaskScheduler &owner, TaskSchedulerInitOptions const &option
 void Scheduler::Destroy(TaskScheduler &owner) {
     Scheduler *scheduler = owner.m_impl;
     scheduler->Drain();
+    if (char const *stats = std::getenv("FTL_STATS"); stats != nullptr && *stats != '\0' && *stats != '0') {
+        std::fputs(FormatStats(scheduler->Stats()).c_str(), stderr);
+    }
     scheduler->Teardown(scheduler->m_numWorkers);
     delete scheduler;
 }
@@ -70,6 +75,7 @@ InitError Scheduler::Start() {
         return InitError::InvalidOptions;
     }
 
+    m_startNs = NowNs();
     m_inlineStackNeed = options.FiberStackSize / kInlineStackShareDen * kInlineStackShareNum;
     m_workers.reset(new Worker[m_numWorkers]);
     for (unsigned i = 0; i < m_numWorkers; ++i) {

@@ -66,6 +66,8 @@ public:
     unsigned NumWorkers() const { return m_numWorkers; }
     Worker &WorkerAt(unsigned index) { return m_workers[index]; }
     FiberPool &Pool() { return m_pool; }
+    // GetStats (source/scheduler/stats.cpp).
+    SchedulerStats Stats() const;
     IdleState &Idle() { return m_idle; }
     GlobalQueue &Global(unsigned queue) { return m_global[queue]; }
     EventCallbacks const &Callbacks() const { return m_options.Callbacks; }
@@ -137,6 +139,7 @@ private:
     TaskSchedulerInitOptions m_options;
     Mechanisms m_mechanisms;
     unsigned m_numWorkers = 0;
+    std::uint64_t m_startNs = 0; // NowNs() at Start, for the busy times
     std::unique_ptr<Worker[]> m_workers;
     FiberPool m_pool;
     ClosurePool m_closures;

@@ -89,6 +89,13 @@ void Worker::Init(Scheduler *scheduler, GlobalQueue *globalQueues, unsigned inde
                                           : kFixedGlobalInterval;
 }
 
+namespace {
+// A count only its owner writes and others read: no locked instruction.
+void Bump(std::atomic<std::uint64_t> &count) {
+    count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+} // namespace
+
 // ---- The thread ----
 
 void Worker::EnterThread(bool reported, bool pin, bool altStack) {
@@ -171,9 +178,31 @@ Worker *Worker::Idle(Fiber *self) {
         return ExitThread(self);
     }
     IdleHooks hooks(*this);
+    std::uint64_t const idleFrom = NowNs();
+    m_idleSinceNs.store(idleFrom, std::memory_order_relaxed);
     scheduler.Idle().Idle(m_index, scheduler.Behavior(), hooks);
     m_tickStartNs = NowNs();
+    // Ended before the total grows (release; see FillStats).
+    m_idleSinceNs.store(0, std::memory_order_relaxed);
+    m_idleNs.store(m_idleNs.load(std::memory_order_relaxed) + (m_tickStartNs - idleFrom),
+                   std::memory_order_release);
     return this;
+}
+
+void Worker::FillStats(WorkerStats &stats, std::uint64_t now) const {
+    stats.TasksRun = Finished();
+    stats.Stolen = m_stolen.load(std::memory_order_relaxed);
+    stats.FailedSteals = m_failedSteals.load(std::memory_order_relaxed);
+    // The idle time so far, with the stretch going on now. The total first
+    // (acquire): a total that includes a stretch comes with that stretch's
+    // end, so no stretch counts twice (one that just ended may count not
+    // at all, until the next call).
+    std::uint64_t idle = m_idleNs.load(std::memory_order_acquire);
+    std::uint64_t const since = m_idleSinceNs.load(std::memory_order_relaxed);
+    if (since != 0 && now > since) {
+        idle += now - since;
+    }
+    stats.IdleTime = std::chrono::nanoseconds(idle);
 }
 
 // ---- The find-work order's takes ----
@@ -279,15 +308,18 @@ bool Worker::Steal(TaskItem &item) {
         Worker &victim = m_scheduler->WorkerAt(victimIndex);
         Fiber *fiber;
         if (!victim.m_ready.LooksEmpty() && victim.m_ready.Steal(fiber)) {
+            Bump(m_stolen);
             item = TaskItem::ReadyFiber(fiber);
             return true;
         }
         for (auto &deque : victim.m_tasks) {
             if (!deque.LooksEmpty() && deque.Steal(item)) {
+                Bump(m_stolen);
                 return true;
             }
         }
     }
+    Bump(m_failedSteals);
     return false;
 }
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "fiber/fiber.h"
+#include "ftl/stats.h"
 #include "platform/fault.h"
 #include "queue/fiber_inbox.h"
 #include "queue/global_queue.h"
@@ -167,6 +168,9 @@ public:
     }
     std::uint64_t Added() const { return m_tasksAdded.load(std::memory_order_acquire); }
     std::uint64_t Finished() const { return m_tasksFinished.load(std::memory_order_acquire); }
+    // This worker's part of GetStats (its counts; Parks and WakeUps are the
+    // idle state's, the busy time the scheduler's).
+    void FillStats(WorkerStats &stats, std::uint64_t now) const;
 
 private:
     [[noreturn]] void Loop(Fiber *self);
@@ -233,6 +237,11 @@ private:
     // read them.
     alignas(64) std::atomic<std::uint64_t> m_tasksAdded{0};
     std::atomic<std::uint64_t> m_tasksFinished{0};
+    // For GetStats, the same way: the owner counts, anyone reads.
+    std::atomic<std::uint64_t> m_stolen{0};
+    std::atomic<std::uint64_t> m_failedSteals{0};
+    std::atomic<std::uint64_t> m_idleNs{0};
+    std::atomic<std::uint64_t> m_idleSinceNs{0}; // 0: not idle now
 };
 
 static_assert(alignof(Worker) == 64, "per-worker data must be cache-line aligned");
