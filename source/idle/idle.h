@@ -112,9 +112,6 @@ private:
         std::atomic<std::uint64_t> Parks{0};
         std::atomic<std::uint64_t> WakeUps{0};
     };
-    static void Bump(std::atomic<std::uint64_t> &count) {
-        count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    }
 
     static std::uint64_t Bit(unsigned index) { return std::uint64_t(1) << (index % 64); }
     void Wake(unsigned index);
@@ -197,7 +194,7 @@ void IdleState::Park(unsigned self, Hooks &hooks) {
     // 3. Sleep until claimed (see the top of this file for why no claim is
     //    lost), or until the next poll is due; a poll is followed by the same
     //    look as step 2.
-    Bump(slot.Parks);
+    AddOwned(slot.Parks, 1);
     for (;;) {
         std::uint32_t const seq = slot.WakeSeq.load(std::memory_order_acquire);
         if (!IsParked(self)) {
@@ -216,7 +213,7 @@ void IdleState::Park(unsigned self, Hooks &hooks) {
     }
     AddClaimedSearcher(); // claimed: we wake as a searcher
     slot.Searching = true;
-    Bump(slot.WakeUps);
+    AddOwned(slot.WakeUps, 1);
 }
 
 template <class Hooks>
@@ -229,7 +226,7 @@ bool IdleState::LeaveIfWork(unsigned self, Hooks &hooks, bool slept) {
         AddClaimedSearcher();
         m_slots[self].Searching = true;
         if (slept) {
-            Bump(m_slots[self].WakeUps);
+            AddOwned(m_slots[self].WakeUps, 1);
         }
     }
     return true;

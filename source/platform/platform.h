@@ -49,5 +49,12 @@ std::uintptr_t ThreadStackFloor();
 // Monotonic clock in nanoseconds.
 std::uint64_t NowNs();
 
+// Adds `n` to a count that only the calling thread writes and others read:
+// a load and a store, no locked instruction. `order` is the store's.
+inline void AddOwned(std::atomic<std::uint64_t> &count, std::uint64_t n,
+                     std::memory_order order = std::memory_order_relaxed) {
+    count.store(count.load(std::memory_order_relaxed) + n, order);
+}
+
 } // namespace detail
 } // namespace ftl

@@ -89,13 +89,6 @@ void Worker::Init(Scheduler *scheduler, GlobalQueue *globalQueues, unsigned inde
                                           : kFixedGlobalInterval;
 }
 
-namespace {
-// A count only its owner writes and others read: no locked instruction.
-void Bump(std::atomic<std::uint64_t> &count) {
-    count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-}
-} // namespace
-
 // ---- The thread ----
 
 void Worker::EnterThread(bool reported, bool pin, bool altStack) {
@@ -184,8 +177,7 @@ Worker *Worker::Idle(Fiber *self) {
     m_tickStartNs = NowNs();
     // Ended before the total grows (release; see FillStats).
     m_idleSinceNs.store(0, std::memory_order_relaxed);
-    m_idleNs.store(m_idleNs.load(std::memory_order_relaxed) + (m_tickStartNs - idleFrom),
-                   std::memory_order_release);
+    AddOwned(m_idleNs, m_tickStartNs - idleFrom, std::memory_order_release);
     return this;
 }
 
@@ -308,18 +300,18 @@ bool Worker::Steal(TaskItem &item) {
         Worker &victim = m_scheduler->WorkerAt(victimIndex);
         Fiber *fiber;
         if (!victim.m_ready.LooksEmpty() && victim.m_ready.Steal(fiber)) {
-            Bump(m_stolen);
+            AddOwned(m_stolen, 1);
             item = TaskItem::ReadyFiber(fiber);
             return true;
         }
         for (auto &deque : victim.m_tasks) {
             if (!deque.LooksEmpty() && deque.Steal(item)) {
-                Bump(m_stolen);
+                AddOwned(m_stolen, 1);
                 return true;
             }
         }
     }
-    Bump(m_failedSteals);
+    AddOwned(m_failedSteals, 1);
     return false;
 }
 
@@ -410,7 +402,7 @@ bool Worker::PublishFinished() {
     if (counter != nullptr) {
         CounterOps::Finish(*counter, n);
     }
-    m_tasksFinished.store(m_tasksFinished.load(std::memory_order_relaxed) + n, std::memory_order_release);
+    AddOwned(m_tasksFinished, n, std::memory_order_release);
     return true;
 }
 

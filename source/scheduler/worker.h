@@ -15,6 +15,7 @@
 #include "fiber/fiber.h"
 #include "ftl/stats.h"
 #include "platform/fault.h"
+#include "platform/platform.h"
 #include "queue/fiber_inbox.h"
 #include "queue/global_queue.h"
 #include "queue/task_item.h"
@@ -163,9 +164,7 @@ public:
     // queued on this worker.
     void PushYielded(Fiber *fiber);
     bool HasYielded() const { return m_yieldedHead != nullptr; }
-    void CountAdded(std::uint64_t n) {
-        m_tasksAdded.store(m_tasksAdded.load(std::memory_order_relaxed) + n, std::memory_order_release);
-    }
+    void CountAdded(std::uint64_t n) { AddOwned(m_tasksAdded, n, std::memory_order_release); }
     std::uint64_t Added() const { return m_tasksAdded.load(std::memory_order_acquire); }
     std::uint64_t Finished() const { return m_tasksFinished.load(std::memory_order_acquire); }
     // This worker's part of GetStats (its counts; Parks and WakeUps are the
