@@ -91,8 +91,10 @@ bool WaitForValue(detail::Scheduler *scheduler, detail::Worker *worker, BaseCoun
 // After a wait on `counter` returned: rethrows the exception a task added
 // with it kept, if any.
 void RethrowKept(TaskCounter &counter) {
-    if (std::exception_ptr error = detail::CounterOps::TakeError(counter)) {
-        std::rethrow_exception(error);
+    if (detail::CounterOps::HasError(counter)) {
+        if (std::exception_ptr error = detail::CounterOps::TakeError(counter)) {
+            std::rethrow_exception(error);
+        }
     }
 }
 

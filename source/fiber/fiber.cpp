@@ -48,15 +48,9 @@ char const *StateName(FiberState state) {
 
 } // namespace
 
-void Fiber::Transition(FiberState from, FiberState to) {
-    // Relaxed: each change is ordered by the queue or list hand-off that
-    // passes the fiber between threads; the value is for checking only.
-    FiberState const was = State.load(std::memory_order_relaxed);
-    if (was != from) {
-        FTL_FATAL("fiber %u: state change %s -> %s, but it was %s", Index, StateName(from), StateName(to),
-                  StateName(was));
-    }
-    State.store(to, std::memory_order_relaxed);
+void Fiber::BadTransition(FiberState from, FiberState to, FiberState was) const {
+    FTL_FATAL("fiber %u: state change %s -> %s, but it was %s", Index, StateName(from), StateName(to),
+              StateName(was));
 }
 
 namespace {

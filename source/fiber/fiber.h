@@ -79,7 +79,16 @@ struct alignas(64) Fiber {
     void *TsanFiber = nullptr;
     unsigned ValgrindStackId = 0;
 
-    void Transition(FiberState from, FiberState to);
+    void Transition(FiberState from, FiberState to) {
+        // Relaxed: each change is ordered by the queue or list hand-off that
+        // passes the fiber between threads; the value is for checking only.
+        FiberState const was = State.load(std::memory_order_relaxed);
+        if (was != from) {
+            BadTransition(from, to, was);
+        }
+        State.store(to, std::memory_order_relaxed);
+    }
+    [[noreturn, gnu::cold]] void BadTransition(FiberState from, FiberState to, FiberState was) const;
 };
 
 // Makes a pool fiber's stack and context; it starts at `entry`. False when

@@ -55,11 +55,8 @@ bool InlineStackFree(Fiber const *fiber, std::uintptr_t need) {
 
 } // namespace
 
-void ReturnHeldChildren(Worker *worker, InlineHand *hand) {
+void ReturnHands(Worker *worker, InlineHand *hand) {
     // Outermost first, so the innermost loop's items end at the bottom.
-    if (hand == nullptr) {
-        return;
-    }
     ReturnHeldChildren(worker, hand->Outer);
     if (hand->Holds()) {
         PutBack(worker->Tasks(hand->Queue), *hand);
@@ -76,21 +73,24 @@ Worker *HelpWhileWaiting(Worker *worker, TaskCounter *counter) {
     InlineHand hand;
     hand.Outer = self->Hand;
     self->Hand = &hand;
-    // Until the counter's value is only this worker's unpublished finishes:
-    // then every child has run.
-    while (CounterOps::Value(*counter) != worker->UnpublishedOf(counter) &&
-           worker->NextSource(hand.Holds()) == Source::Tasks) {
+    for (;;) {
         if (!hand.Holds()) {
-            // Pinned tasks are never run inline (they are not this wait's
-            // children): let the fiber park, so the loop gets to them. Looked
-            // at once per batch, so they wait at most kInlineBatch children.
-            if (!worker->PinnedTasksLookEmpty() || !TakeChildren(worker, counter, hand)) {
+            // Every child has run once the counter's value is only this
+            // worker's unpublished finishes. (While the hand holds children,
+            // they have not run: looked at only between batches.) Pinned
+            // tasks are never run inline (they are not this wait's children):
+            // let the fiber park, so the loop gets to them. Looked at once per
+            // batch, so they wait at most kInlineBatch children.
+            if (CounterOps::Value(*counter) == worker->UnpublishedOf(counter) ||
+                worker->NextSource(false) != Source::Tasks || !worker->PinnedTasksLookEmpty() ||
+                !TakeChildren(worker, counter, hand)) {
                 break;
             }
-        } else if (worker->HigherPriorityWaiting(hand.Queue)) {
+        } else if (worker->NextSource(true) != Source::Tasks || worker->HigherPriorityWaiting(hand.Queue)) {
             break;
         }
-        TaskItem const item = hand.Items()[hand.Next++];
+        // Run in place: nothing writes the slot before the next batch.
+        TaskItem const &item = hand.Items()[hand.Next++];
         worker = worker->RunTask(item);
         worker->CountItem();
     }

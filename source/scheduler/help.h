@@ -66,7 +66,13 @@ struct InlineHand {
 Worker *HelpWhileWaiting(Worker *worker, TaskCounter *counter);
 // Puts back every child the inline loops on the running fiber hold,
 // outermost first (called before the fiber waits on anything).
-void ReturnHeldChildren(Worker *worker, InlineHand *hand);
+// ReturnHeldChildren when `hand` is not null.
+void ReturnHands(Worker *worker, InlineHand *hand);
+inline void ReturnHeldChildren(Worker *worker, InlineHand *hand) {
+    if (hand != nullptr) {
+        ReturnHands(worker, hand);
+    }
+}
 
 } // namespace detail
 } // namespace ftl

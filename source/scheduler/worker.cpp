@@ -79,6 +79,7 @@ __attribute__((noinline)) void const *CurrentTaskIdentity() {
 void Worker::Init(Scheduler *scheduler, GlobalQueue *globalQueues, unsigned index, int cpu,
                   Mechanisms const &mechanisms) {
     m_scheduler = scheduler;
+    m_owner = scheduler->Owner();
     m_global = globalQueues;
     m_index = index;
     m_cpu = cpu;
@@ -357,43 +358,27 @@ void Worker::EndTick() {
 
 // ---- A task's run and finish ----
 
-void Worker::Invoke(TaskItem const &item) {
-    // An exception cannot cross the bottom of a fiber's stack (there is no
-    // frame to unwind into): it stops here. With a TaskCounter it goes to
-    // whoever waits on the counter next; without one it ends the process
-    // here, with its origin named, rather than in an anonymous
-    // std::terminate.
-    TaskScheduler *const owner = m_scheduler->Owner();
 #if defined(__cpp_exceptions)
+void Worker::TaskThrew(TaskItem const &item) {
+    // Called inside Invoke's handler: `throw;` rethrows the task's exception.
+    char const *what = nullptr;
     try {
-#endif
-        if (item.IsClosure()) {
-            item.Invoker()(owner, item.Arg, item.Index());
-        } else {
-            item.Function(owner, item.Arg);
-        }
-#if defined(__cpp_exceptions)
+        throw;
     } catch (std::exception const &e) {
-        if (item.Counter == nullptr) {
-            FTL_FATAL("an exception escaped a task without a TaskCounter (function %p, argument %p): %s",
-                      reinterpret_cast<void *>(item.Function), item.Arg, e.what());
-        }
-        CounterOps::KeepError(*item.Counter, std::current_exception());
+        what = e.what();
     } catch (...) {
-        if (item.Counter == nullptr) {
-            FTL_FATAL("an exception escaped a task without a TaskCounter (function %p, argument %p)",
-                      reinterpret_cast<void *>(item.Function), item.Arg);
-        }
-        CounterOps::KeepError(*item.Counter, std::current_exception());
     }
-#endif
+    if (item.Counter == nullptr) {
+        FTL_FATAL("an exception escaped a task without a TaskCounter (function %p, argument %p)%s%s",
+                  reinterpret_cast<void *>(item.Function), item.Arg, what != nullptr ? ": " : "",
+                  what != nullptr ? what : "");
+    }
+    CounterOps::KeepError(*item.Counter, std::current_exception());
 }
+#endif
 
-bool Worker::PublishFinished() {
+bool Worker::PublishHeld() {
     unsigned const n = m_doneCount;
-    if (n == 0) {
-        return false;
-    }
     TaskCounter *counter = m_doneCounter;
     m_doneCount = 0;
     m_doneCounter = nullptr;

@@ -27,6 +27,9 @@
 #include <thread>
 
 namespace ftl {
+
+class TaskScheduler;
+
 namespace detail {
 
 class Scheduler;
@@ -137,7 +140,7 @@ public:
     Worker *RunTask(TaskItem const &item);
     // Publishes this worker's finished tasks not yet published; true if there
     // were any. (A task's finish is TaskEnded; see there.)
-    bool PublishFinished();
+    bool PublishFinished() { return m_doneCount != 0 && PublishHeld(); }
     // This worker's finished tasks of `counter` not yet published.
     unsigned UnpublishedOf(TaskCounter const *counter) const {
         return m_doneCounter == counter ? m_doneCount : 0;
@@ -188,7 +191,16 @@ private:
     Worker *RunItem(Fiber *self, TaskItem const &item);
     // The task's finish: every task that ends, on any path, ends here.
     void TaskEnded(TaskCounter *counter);
+    bool PublishHeld(); // PublishFinished when m_doneCount != 0
+    // Calls the task's function. Inline: the exception handler costs no
+    // instruction until a task throws, and the call is the one the task needs.
     void Invoke(TaskItem const &item);
+    // Invoke's handler, out of line and cold: an exception cannot cross the
+    // bottom of a fiber's stack (there is no frame to unwind into), so it
+    // stops here. With a TaskCounter it goes to whoever waits on the counter
+    // next; without one it ends the process with its origin named, rather
+    // than in an anonymous std::terminate.
+    [[gnu::cold, gnu::noinline]] static void TaskThrew(TaskItem const &item);
     static Worker *Arrived(void *message);
     void AfterSwitchStep(SwitchRecord const &record);
     Worker *Idle(Fiber *self);
@@ -196,7 +208,8 @@ private:
     std::uint32_t NextRandom();
 
     Scheduler *m_scheduler = nullptr;
-    GlobalQueue *m_global = nullptr; // High, Normal; fibers readied outside the workers go to High
+    TaskScheduler *m_owner = nullptr; // m_scheduler->Owner(), what a task is called with
+    GlobalQueue *m_global = nullptr;  // High, Normal; fibers readied outside the workers go to High
     unsigned m_index = 0;
 
     // --- owner only ---
@@ -323,12 +336,8 @@ inline bool Worker::Visible(Source source, bool heldTasks) const {
 }
 
 inline bool Worker::HigherPriorityWaiting(unsigned queue) const {
-    for (unsigned higher = 0; higher < queue; ++higher) {
-        if (!m_tasks[higher].LooksEmpty()) {
-            return true;
-        }
-    }
-    return false;
+    static_assert(kNumPriorities == 2, "only Normal has a higher priority to look at");
+    return queue != 0 && !m_tasks[0].LooksEmpty();
 }
 
 inline void Worker::CountItem() {
@@ -351,6 +360,22 @@ inline void Worker::TaskEnded(TaskCounter *counter) {
         m_doneCounter = counter;
     }
     ++m_doneCount;
+}
+
+inline void Worker::Invoke(TaskItem const &item) {
+#if defined(__cpp_exceptions)
+    try {
+#endif
+        if (item.IsClosure()) {
+            item.Invoker()(m_owner, item.Arg, item.Index());
+        } else {
+            item.Function(m_owner, item.Arg);
+        }
+#if defined(__cpp_exceptions)
+    } catch (...) {
+        TaskThrew(item);
+    }
+#endif
 }
 
 inline Worker *Worker::RunTask(TaskItem const &item) {

@@ -25,6 +25,11 @@ public:
     static void KeepError(TaskCounter &counter, std::exception_ptr error);
     // The kept exception, if any, taken out of the counter.
     static std::exception_ptr TakeError(TaskCounter &counter);
+    // Whether TakeError may find one (acquire: pairs with the finish that
+    // follows KeepError).
+    static bool HasError(TaskCounter const &counter) {
+        return counter.m_hasError.load(std::memory_order_acquire);
+    }
     // The registration of a waiter (a fiber's in its post-switch step:
     // docs/design.adoc, invariants 1 and 2). False when the value already
     // holds the target, or the node's deadline passed meanwhile.
@@ -33,7 +38,12 @@ public:
     // still there (true: the wait ends by timeout).
     static bool Cancel(void *counter, WaitNode *node);
     // Fatal when `counter` is not a live counter.
-    static void CheckAlive(BaseCounter const &counter, char const *what);
+    static void CheckAlive(BaseCounter const &counter, char const *what) {
+        if (*const_cast<std::uint32_t const volatile *>(&counter.m_liveTag) != BaseCounter::kLiveTag) {
+            NotAlive(what);
+        }
+    }
+    [[noreturn, gnu::cold]] static void NotAlive(char const *what);
 };
 
 } // namespace detail

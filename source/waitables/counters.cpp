@@ -206,10 +206,8 @@ bool CounterOps::Cancel(void *counterPtr, WaitNode *node) {
     return false; // else a waker already ended it
 }
 
-void CounterOps::CheckAlive(BaseCounter const &counter, char const *what) {
-    if (*const_cast<std::uint32_t const volatile *>(&counter.m_liveTag) != BaseCounter::kLiveTag) {
-        FTL_FATAL("%s on a counter that was destroyed (or never constructed)", what);
-    }
+void CounterOps::NotAlive(char const *what) {
+    FTL_FATAL("%s on a counter that was destroyed (or never constructed)", what);
 }
 
 } // namespace detail
