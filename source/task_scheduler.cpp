@@ -73,6 +73,7 @@ bool WaitForValue(detail::Scheduler *scheduler, detail::Worker *worker, BaseCoun
     }
     detail::WaitNode node;
     node.Target = target;
+    node.Object = counter;
     if (deadline != 0) {
         if (detail::NowNs() >= deadline) {
             return false;
@@ -220,6 +221,7 @@ void TaskScheduler::SleepFor(std::chrono::nanoseconds duration) {
     }
     detail::WaitNode node;
     node.Deadline = detail::DeadlineAfter(duration);
+    node.Kind = WaitKind::Sleep;
     detail::Park(worker, node, false, &detail::RegisterSleep, scheduler);
 }
 
@@ -231,6 +233,7 @@ void TaskScheduler::Yield() {
         return;
     }
     detail::WaitNode node;
+    node.Kind = WaitKind::Yield;
     detail::Park(worker, node, false, &detail::RegisterYield, worker);
 }
 
@@ -254,6 +257,10 @@ unsigned TaskScheduler::GetFiberCount() const {
 
 SchedulerStats TaskScheduler::GetStats() const {
     return Checked(m_impl, "GetStats")->Stats();
+}
+
+std::vector<WaitingFiber> TaskScheduler::GetWaitingFibers() const {
+    return Checked(m_impl, "GetWaitingFibers")->WaitingFibers();
 }
 
 EmptyQueueBehavior TaskScheduler::GetEmptyQueueBehavior() const {

@@ -23,7 +23,7 @@ job=$1
 main_packages=(g++ cmake libboost-context-dev)
 case "$job" in
 main) packages=("${main_packages[@]}") ;;
-test) packages=("${main_packages[@]}" catch2 spin valgrind) ;;
+test) packages=("${main_packages[@]}" catch2 spin valgrind python3) ;;
 bench) packages=("${main_packages[@]}" libtbb-dev libboost-fiber-dev python3-matplotlib) ;;
 -h | --help)
     usage

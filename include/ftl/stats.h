@@ -15,6 +15,8 @@
 //   scheduler counts anyway.
 #pragma once
 
+#include "ftl/callbacks.h"
+
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -58,5 +60,21 @@ struct SchedulerStats {
 
 // A table of the figures, one line per worker, for a log or a terminal.
 std::string FormatStats(SchedulerStats const &stats);
+
+// A fiber parked in a wait (TaskScheduler::GetWaitingFibers).
+struct WaitingFiber {
+    unsigned FiberIndex = 0;
+    WaitKind Kind = WaitKind::Counter;
+    // The counter, Fibtex or condition variable waited on (null for Sleep
+    // and Yield), and for a counter the value waited for.
+    void const *Object = nullptr;
+    unsigned Target = 0;
+    // The function of the task that waits (FunctionName names it); null for
+    // the thread that called Init, waiting outside any task.
+    void const *Function = nullptr;
+};
+
+// One line per fiber: its index, what it waits for, and its task's name.
+std::string FormatWaitingFibers(std::vector<WaitingFiber> const &fibers);
 
 } // namespace ftl

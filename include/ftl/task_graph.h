@@ -54,6 +54,10 @@ public:
         // This node runs only on worker thread `threadIndex` (0: the thread
         // that called Init), like AddPinnedTask.
         void PinTo(unsigned threadIndex);
+        // The node's name in the trace (TaskSchedulerInitOptions::TraceFile);
+        // without one it is named after its function's type. The string must
+        // outlive the scheduler (a string literal does).
+        void Name(char const *name);
 
     private:
         friend class TaskGraph;

@@ -34,6 +34,7 @@
 #include <limits>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace ftl {
 
@@ -95,6 +96,17 @@ struct TaskSchedulerInitOptions {
     // handler installed before it, and an alternate signal stack on each
     // worker thread.
     bool CatchStackOverflow = true;
+    // Write a Chrome trace-event file (open it in Perfetto or
+    // chrome://tracing) when the scheduler is destroyed: one span per task on
+    // the track of the worker that ran it, named after its function, idle
+    // stretches and steals. Null: the environment variable FTL_TRACE names
+    // the file, if set. The string must outlive Init.
+    char const *TraceFile = nullptr;
+    // Events each worker can record (32 bytes each, two per task). When a
+    // worker's buffer fills, it stops recording; the trace marks where, and
+    // stderr says how many events were not recorded. FTL_TRACE_EVENTS
+    // overrides it.
+    std::size_t TraceBufferEvents = std::size_t{1} << 20;
 };
 
 constexpr unsigned kInvalidIndex = std::numeric_limits<unsigned>::max();
@@ -199,6 +211,12 @@ public:
     // What each worker did since Init, and the fiber pool's use (see
     // ftl/stats.h). Any thread, at any time after Init.
     SchedulerStats GetStats() const;
+    // The fibers parked in a wait now, each with what it waits for and the
+    // task that waits, by fiber index. Any thread, any time after Init; a
+    // snapshot (fibers park and resume meanwhile), exact when nothing moves:
+    // the drain at destruction prints it when the tasks left can never
+    // finish.
+    std::vector<WaitingFiber> GetWaitingFibers() const;
 
     EmptyQueueBehavior GetEmptyQueueBehavior() const;
     // Takes effect at once: workers parked under Sleep wake to follow it.

@@ -28,6 +28,7 @@ namespace detail {
 
 class Worker;
 struct InlineHand;
+struct WaitNode;
 
 enum class FiberState : std::uint8_t { Free, Running, Waiting, Ready };
 
@@ -39,6 +40,7 @@ using FiberEntry = void (*)(void *message);
 // each is written by the worker running it (at every switch, and by every
 // inline loop on it): neighbours must not share a line.
 struct alignas(64) Fiber {
+    // Two cache lines, packed: keep it so (the static_assert below).
     // Valid while the fiber is not running: where jump_fcontext resumes it.
     boost::context::detail::fcontext_t Context = nullptr;
     // The scheduler's: the worker the fiber runs on now, written at every
@@ -52,6 +54,13 @@ struct alignas(64) Fiber {
     FiberEntry Entry = nullptr;
 
     unsigned Index = 0; // pool index (fiber_pool.h: 0 is the Init thread's own stack)
+    bool IsThreadFiber = false;
+    // Whether EventCallbacks hear of this fiber's attach and detach: all but
+    // the own stacks of worker threads 1..n-1, which only start a pool fiber
+    // and take the thread back at the end (each worker thread attaches one
+    // fiber when it starts, as in the lineage).
+    bool Reported = true;
+    std::atomic<FiberState> State{FiberState::Free};
     // The lowest address this fiber's frames may reach: StackLow for a pool
     // fiber, the thread stack's low end for a thread fiber (0: unknown).
     std::uintptr_t StackFloor = 0;
@@ -60,24 +69,25 @@ struct alignas(64) Fiber {
     // inline loop runs on it. While it is set, the fiber runs a task, even a
     // thread's own fiber.
     InlineHand *Hand = nullptr;
-    bool IsThreadFiber = false;
-    // Whether EventCallbacks hear of this fiber's attach and detach: all but
-    // the own stacks of worker threads 1..n-1, which only start a pool fiber
-    // and take the thread back at the end (each worker thread attaches one
-    // fiber when it starts, as in the lineage).
-    bool Reported = true;
-    std::atomic<FiberState> State{FiberState::Free};
 
     // Intrusive links: the pool's free lists (the next fiber's index; 0, the
     // Init thread's own fiber, is never on a list, so it marks the end) and a
     // worker's pinned-fiber inbox.
-    std::atomic<std::uint32_t> NextFree{0};
     Fiber *NextReady = nullptr;
+    std::atomic<std::uint32_t> NextFree{0};
 
-    // Sanitizer bookkeeping (unused in other builds).
+    // Sanitizer and valgrind bookkeeping (unused in other builds).
+    unsigned ValgrindStackId = 0;
     void *AsanFakeStack = nullptr;
     void *TsanFiber = nullptr;
-    unsigned ValgrindStackId = 0;
+
+    // What the list of parked fibers reads (TaskScheduler::GetWaitingFibers):
+    // the node of the wait the fiber is parked in (set before it leaves its
+    // thread, cleared when it runs again), and the item the fiber's worker
+    // loop runs (a TaskItem, on the fiber's own stack; null on a thread's
+    // own fiber).
+    std::atomic<WaitNode const *> ParkedOn{nullptr};
+    void const *LoopItem = nullptr;
 
     void Transition(FiberState from, FiberState to) {
         // Relaxed: each change is ordered by the queue or list hand-off that
@@ -90,6 +100,8 @@ struct alignas(64) Fiber {
     }
     [[noreturn, gnu::cold]] void BadTransition(FiberState from, FiberState to, FiberState was) const;
 };
+
+static_assert(sizeof(Fiber) == 128, "a fiber descriptor takes two cache lines");
 
 // Makes a pool fiber's stack and context; it starts at `entry`. False when
 // the memory could not be had.

@@ -73,6 +73,19 @@ public:
     unsigned FreeCount() const;
     // Times the pool grew (FiberPoolPolicy::Grow).
     unsigned Growths() const { return m_growths.load(std::memory_order_relaxed); }
+    // Calls visit(fiber) for the Init thread's own fiber and every fiber
+    // whose descriptor exists (a snapshot: the pool may grow meanwhile).
+    template <class Visit>
+    void ForEachMade(Visit &&visit) const {
+        visit(*m_threadFiber0);
+        unsigned const made = Made();
+        for (unsigned i = 1; i < made; ++i) {
+            Fiber const *chunk = m_chunks[i >> kChunkShift].load(std::memory_order_acquire);
+            if (chunk != nullptr) {
+                visit(chunk[i & (kChunkSize - 1)]);
+            }
+        }
+    }
 
 private:
     static constexpr unsigned kChunkShift = 8; // 256 descriptors a chunk

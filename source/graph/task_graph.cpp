@@ -67,6 +67,7 @@ struct TaskGraph::Impl {
         std::vector<unsigned> Successors; // as built by Precede
         unsigned Predecessors = 0;
         unsigned Thread = kAnyThread;
+        char const *Name = nullptr; // Node::Name's, for the trace
         // Set by Build.
         Impl *Graph = nullptr;
         unsigned Begin = 0;
@@ -93,6 +94,7 @@ struct TaskGraph::Impl {
     std::atomic<unsigned> Unfinished{0};
     std::atomic<bool> Cancelled{false};
     TaskCounter *Done = nullptr;
+    bool Traced = false; // the scheduler records a trace: each node is a span
 
     void CheckIdle(char const *what) const {
         if (Unfinished.load(std::memory_order_acquire) != 0) {
@@ -301,6 +303,10 @@ void TaskGraph::Impl::RunNode(unsigned index, Batch &batch) {
     if (Cancelled.load(std::memory_order_relaxed)) {
         return;
     }
+    if (Traced) {
+        detail::CurrentWorker()->ObserveSpanBegin(reinterpret_cast<void const *>(node.Body.Invoke),
+                                                  node.Name);
+    }
 #if defined(__cpp_exceptions)
     try {
         node.Body.Invoke(Scheduler, node.Body.Function, 0);
@@ -313,6 +319,9 @@ void TaskGraph::Impl::RunNode(unsigned index, Batch &batch) {
 #else
     node.Body.Invoke(Scheduler, node.Body.Function, 0);
 #endif
+    if (Traced) {
+        detail::CurrentWorker()->ObserveSpanEnd(); // the node may have resumed on another worker
+    }
 }
 
 void TaskGraph::Impl::RunChain(unsigned index, Batch &batch) {
@@ -417,6 +426,12 @@ void TaskGraph::Node::Precede(Node other) {
     graph.Built = false;
 }
 
+void TaskGraph::Node::Name(char const *name) {
+    Impl &graph = *m_graph->m_impl;
+    graph.CheckIdle("Node::Name");
+    graph.Nodes[m_index].Name = name;
+}
+
 void TaskGraph::Node::PinTo(unsigned threadIndex) {
     Impl &graph = *m_graph->m_impl;
     graph.CheckIdle("Node::PinTo");
@@ -450,6 +465,7 @@ void TaskGraph::Run(TaskCounter *done) {
     }
     graph.Cancelled.store(false, std::memory_order_relaxed);
     graph.Done = done;
+    graph.Traced = detail::Scheduler::Of(graph.Scheduler)->WorkerAt(0).Trace() != nullptr;
     // Publishes the resets above to the node tasks (queueing them releases too).
     graph.Unfinished.store(n, std::memory_order_release);
     detail::Scheduler::Of(graph.Scheduler)

@@ -64,15 +64,11 @@ void ReturnHands(Worker *worker, InlineHand *hand) {
     }
 }
 
-Worker *HelpWhileWaiting(Worker *worker, TaskCounter *counter) {
-    Fiber *self = worker->CurrentFiber();
-    if (!worker->Owner().Switches().InlineChildren ||
-        !InlineStackFree(self, worker->Owner().InlineStackNeed())) {
-        return worker;
-    }
-    InlineHand hand;
-    hand.Outer = self->Hand;
-    self->Hand = &hand;
+namespace {
+
+// The loop of HelpWhileWaiting, for observed tasks or not (decided once).
+template <bool kObserved>
+Worker *RunChildren(Worker *worker, TaskCounter *counter, InlineHand &hand) {
     for (;;) {
         if (!hand.Holds()) {
             // Every child has run once the counter's value is only this
@@ -91,9 +87,25 @@ Worker *HelpWhileWaiting(Worker *worker, TaskCounter *counter) {
         }
         // Run in place: nothing writes the slot before the next batch.
         TaskItem const &item = hand.Items()[hand.Next++];
-        worker = worker->RunTask(item);
+        worker = kObserved ? worker->RunObservedTask(item) : worker->RunPlainTask(item);
         worker->CountItem();
     }
+    return worker;
+}
+
+} // namespace
+
+Worker *HelpWhileWaiting(Worker *worker, TaskCounter *counter) {
+    Fiber *self = worker->CurrentFiber();
+    if (!worker->Owner().Switches().InlineChildren ||
+        !InlineStackFree(self, worker->Owner().InlineStackNeed())) {
+        return worker;
+    }
+    InlineHand hand;
+    hand.Outer = self->Hand;
+    self->Hand = &hand;
+    worker = worker->Observed() ? RunChildren<true>(worker, counter, hand)
+                                : RunChildren<false>(worker, counter, hand);
     if (hand.Holds()) {
         PutBack(worker->Tasks(hand.Queue), hand);
     }

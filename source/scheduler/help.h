@@ -23,6 +23,7 @@
 //   stack, wherever it runs.
 #pragma once
 
+#include "fiber/fiber.h"
 #include "queue/task_item.h"
 
 #include <cstdint>
@@ -53,6 +54,7 @@ struct InlineHand {
     // TaskItem array would zero 192 bytes on every wait).
     alignas(TaskItem) unsigned char Storage[kInlineBatch * sizeof(TaskItem)];
     TaskItem *Items() { return reinterpret_cast<TaskItem *>(Storage); }
+    TaskItem const *Items() const { return reinterpret_cast<TaskItem const *>(Storage); }
     unsigned Next = 0;  // Items[Next] runs next
     unsigned Count = 0; // Items[Next..Count) are held
     unsigned Queue = 0; // the deque they came from
@@ -64,10 +66,20 @@ struct InlineHand {
 // allow. Returns the worker it ends on (an inline task may wait and move the
 // fiber).
 Worker *HelpWhileWaiting(Worker *worker, TaskCounter *counter);
-// Puts back every child the inline loops on the running fiber hold,
-// outermost first (called before the fiber waits on anything).
+// The task running innermost on `fiber` (the running fiber, in a task): the
+// one its innermost inline loop runs, or else the one its worker loop runs.
+// Null on a thread's own fiber outside any inline loop.
+inline TaskItem const *RunningTask(Fiber const *fiber) {
+    InlineHand const *hand = fiber->Hand;
+    if (hand != nullptr && hand->Next != 0) {
+        return &hand->Items()[hand->Next - 1];
+    }
+    return static_cast<TaskItem const *>(fiber->LoopItem);
+}
 // ReturnHeldChildren when `hand` is not null.
 void ReturnHands(Worker *worker, InlineHand *hand);
+// Puts back every child the inline loops on the running fiber hold,
+// outermost first (called before the fiber waits on anything).
 inline void ReturnHeldChildren(Worker *worker, InlineHand *hand) {
     if (hand != nullptr) {
         ReturnHands(worker, hand);

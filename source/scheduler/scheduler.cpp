@@ -20,6 +20,7 @@
 #include "scheduler/wait.h"
 #include "wait/wait_list.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <sched.h>
@@ -53,6 +54,16 @@ void Scheduler::Destroy(TaskScheduler &owner) {
         std::fputs(FormatStats(scheduler->Stats()).c_str(), stderr);
     }
     scheduler->Teardown(scheduler->m_numWorkers);
+#if defined(__cpp_exceptions)
+    try {
+        scheduler->WriteTrace();
+    } catch (std::exception const &e) {
+        // In a destructor: report it, and go on destroying.
+        std::fprintf(stderr, "ftl: trace: not written: %s\n", e.what());
+    }
+#else
+    scheduler->WriteTrace();
+#endif
     delete scheduler;
 }
 
@@ -81,6 +92,7 @@ InitError Scheduler::Start() {
     for (unsigned i = 0; i < m_numWorkers; ++i) {
         m_workers[i].Init(this, m_global, i, cpus[i % cpus.size()], m_mechanisms);
     }
+    StartTrace();
     m_idle.Init(m_numWorkers, m_mechanisms.SearcherLimit, m_mechanisms.SpinBeforePark);
     m_closures.Init(m_numWorkers);
     m_behavior.store(options.Behavior, std::memory_order_relaxed);
@@ -125,6 +137,9 @@ InitError Scheduler::Start() {
     // Return only once every worker is ready to take work: otherwise the
     // first tasks after Init run on fewer workers for as long as the threads
     // take to start (1-3 ms measured on a 2-core VM).
+    if (!m_traceBuffers.empty()) {
+        m_traceBuffers[0]->Populate();
+    }
     for (;;) {
         std::uint32_t const up = m_workersUp.load(std::memory_order_acquire);
         if (up == m_numWorkers - 1) {
@@ -132,6 +147,7 @@ InitError Scheduler::Start() {
         }
         FutexWait(&m_workersUp, up);
     }
+    m_traceOriginNs = NowNs(); // the trace's time 0: Init returns
     if (callbacks.OnThreadsCreated != nullptr) {
         callbacks.OnThreadsCreated(callbacks.Context, m_numWorkers);
     }
@@ -143,6 +159,9 @@ void Scheduler::ThreadMain(Worker *worker) {
     // takes the thread back at the end: it runs no task, and callbacks do not
     // hear of it (the fiber attached is the pool fiber, index Index()).
     worker->EnterThread(false, m_options.PinThreads, m_options.CatchStackOverflow);
+    if (!m_traceBuffers.empty()) {
+        m_traceBuffers[worker->Index()]->Populate(); // on its own core, alongside the others
+    }
     EventCallbacks const &callbacks = m_options.Callbacks;
     if (callbacks.OnWorkerThreadStarted != nullptr) {
         callbacks.OnWorkerThreadStarted(callbacks.Context, worker->Index());
@@ -196,6 +215,60 @@ void Scheduler::Teardown(unsigned threadsStarted) {
     }
     m_drainFlag.reset();
     m_pool.DestroyAll();
+}
+
+void Scheduler::StartTrace() {
+    char const *file = m_options.TraceFile;
+    if (file == nullptr) {
+        file = std::getenv("FTL_TRACE");
+    }
+    std::size_t events = m_options.TraceBufferEvents;
+    if (char const *text = std::getenv("FTL_TRACE_EVENTS"); text != nullptr && *text != '\0') {
+        events = std::strtoull(text, nullptr, 10);
+    }
+    if (file != nullptr && *file != '\0' && events != 0) {
+        m_traceFile = file;
+        m_traceStart = TraceClock::Sample();
+        for (unsigned i = 0; i < m_numWorkers; ++i) {
+            m_traceBuffers.push_back(std::make_unique<TraceBuffer>(events));
+        }
+    }
+    for (unsigned i = 0; i < m_numWorkers; ++i) {
+        m_workers[i].SetObservers(m_traceBuffers.empty() ? nullptr : m_traceBuffers[i].get(),
+                                  m_options.Callbacks);
+    }
+}
+
+void Scheduler::WriteTrace() {
+    // After the workers stopped: nothing records any more.
+    if (m_traceBuffers.empty()) {
+        return;
+    }
+    std::vector<TraceBuffer const *> buffers;
+    for (auto const &buffer : m_traceBuffers) {
+        buffers.push_back(buffer.get());
+        if (buffer->Lost() != 0) {
+            std::fprintf(stderr,
+                         "ftl: trace: worker %u's buffer of %zu events filled; it did not record %llu more "
+                         "(raise TaskSchedulerInitOptions::TraceBufferEvents or FTL_TRACE_EVENTS)\n",
+                         static_cast<unsigned>(buffers.size() - 1), buffer->Capacity(),
+                         static_cast<unsigned long long>(buffer->Lost()));
+        }
+    }
+    // The tick rate from the two samples, as far apart as the trace is long.
+    TraceClock clock;
+    std::pair<std::uint64_t, std::uint64_t> const end = TraceClock::Sample();
+    clock.Ticks0 = m_traceStart.first;
+    clock.Ns0 = m_traceStart.second;
+    if (end.first > m_traceStart.first && end.second > m_traceStart.second) {
+        clock.NsPerTick = static_cast<double>(end.second - m_traceStart.second) /
+                          static_cast<double>(end.first - m_traceStart.first);
+    }
+    std::string error;
+    if (!WriteChromeTrace(m_traceFile, buffers.data(), static_cast<unsigned>(buffers.size()), clock,
+                          m_traceOriginNs, error)) {
+        std::fprintf(stderr, "ftl: trace: cannot write %s: %s\n", m_traceFile.c_str(), error.c_str());
+    }
 }
 
 bool Scheduler::ExplainFault(std::uintptr_t address) {
@@ -441,10 +514,21 @@ void Scheduler::CheckDrain(Worker const &worker) {
         !m_idle.AllParkedExcept(worker.Index()) || AnyWorkVisible(worker) || !m_timers.Empty()) {
         return;
     }
+    // Reported once, by the first worker to see it.
+    if (m_stallReported.exchange(true, std::memory_order_relaxed)) {
+        return;
+    }
+    // What each of them waits for (not the drain's own wait).
+    std::vector<WaitingFiber> waiting = WaitingFibers();
+    waiting.erase(
+        std::remove_if(waiting.begin(), waiting.end(),
+                       [this](WaitingFiber const &fiber) { return fiber.Object == m_drainFlag.get(); }),
+        waiting.end());
+    std::fputs(FormatWaitingFibers(waiting).c_str(), stderr);
     FTL_FATAL(
         "TaskScheduler destroyed while %llu task(s) can never finish: their fibers wait on counters, "
         "flags or Fibtexes that nothing changes any more (no task has finished for %llu ms, every worker "
-        "is idle)",
+        "is idle; the fibers that wait are listed above)",
         static_cast<unsigned long long>(AddedCount() - finished),
         static_cast<unsigned long long>(kDrainStallNs / 1000000u));
 }

@@ -34,10 +34,13 @@
 #include "scheduler/mechanisms.h"
 #include "scheduler/timers.h"
 #include "scheduler/worker.h"
+#include "trace/trace.h"
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace ftl {
 
@@ -68,6 +71,7 @@ public:
     FiberPool &Pool() { return m_pool; }
     // GetStats (source/scheduler/stats.cpp).
     SchedulerStats Stats() const;
+    std::vector<WaitingFiber> WaitingFibers() const;
     IdleState &Idle() { return m_idle; }
     GlobalQueue &Global(unsigned queue) { return m_global[queue]; }
     EventCallbacks const &Callbacks() const { return m_options.Callbacks; }
@@ -133,6 +137,8 @@ private:
     std::uint64_t AddedCount() const;
     std::uint64_t FinishedCount() const;
     bool Quiescent() const;
+    void StartTrace();
+    void WriteTrace();
     static bool ExplainFault(std::uintptr_t address);
 
     TaskScheduler *m_owner;
@@ -158,8 +164,14 @@ private:
     // and when.
     std::atomic<std::uint64_t> m_drainProgress{0};
     std::atomic<std::uint64_t> m_drainProgressNs{0};
+    std::atomic<bool> m_stallReported{false};
     std::uintptr_t m_inlineStackNeed = 0;
     SavedAffinity m_initThreadAffinity;
+    // The trace (empty file name: off), one buffer per worker.
+    std::string m_traceFile;
+    std::pair<std::uint64_t, std::uint64_t> m_traceStart; // TraceClock::Sample() at Init
+    std::uint64_t m_traceOriginNs = 0;                    // NowNs() when Init returned
+    std::vector<std::unique_ptr<TraceBuffer>> m_traceBuffers;
 };
 
 } // namespace detail

@@ -2,6 +2,8 @@
 // gathered without stopping anyone; and their table.
 #include "scheduler/scheduler.h"
 
+#include "wait/wait_list.h"
+
 #include <cinttypes>
 #include <cstdio>
 
@@ -29,6 +31,27 @@ SchedulerStats Scheduler::Stats() const {
     return stats;
 }
 
+std::vector<WaitingFiber> Scheduler::WaitingFibers() const {
+    std::vector<WaitingFiber> fibers;
+    m_pool.ForEachMade([&](Fiber const &fiber) {
+        // Acquire: the node's fields were set before it was published.
+        if (WaitNode const *node = fiber.ParkedOn.load(std::memory_order_acquire)) {
+            WaitingFiber waiting;
+            waiting.FiberIndex = fiber.Index;
+            waiting.Kind = node->Kind;
+            waiting.Object = node->Object;
+            waiting.Target = node->Target;
+            waiting.Function = node->Task;
+            // Still the same wait: the copy is of a node in use (a fiber that
+            // resumed meanwhile may have reused its node's memory).
+            if (fiber.ParkedOn.load(std::memory_order_acquire) == node) {
+                fibers.push_back(waiting);
+            }
+        }
+    });
+    return fibers;
+}
+
 } // namespace detail
 
 std::string FormatStats(SchedulerStats const &stats) {
@@ -48,6 +71,24 @@ std::string FormatStats(SchedulerStats const &stats) {
     std::snprintf(line, sizeof line, "ftl: fibers: %u in use now, %u at most, pool of %u (grew %u times)\n",
                   stats.FibersInUse, stats.FibersPeak, stats.FiberPoolSize, stats.PoolGrowths);
     out += line;
+    return out;
+}
+
+std::string FormatWaitingFibers(std::vector<WaitingFiber> const &fibers) {
+    std::string out;
+    for (WaitingFiber const &fiber : fibers) {
+        char what[96];
+        if (fiber.Kind == WaitKind::Counter) {
+            std::snprintf(what, sizeof what, "counter %p to reach %u", fiber.Object, fiber.Target);
+        } else if (fiber.Object != nullptr) {
+            std::snprintf(what, sizeof what, "%s %p", WaitKindName(fiber.Kind), fiber.Object);
+        } else {
+            std::snprintf(what, sizeof what, "%s", WaitKindName(fiber.Kind));
+        }
+        out += "ftl: fiber " + std::to_string(fiber.FiberIndex) + " waits for " + what + ", in ";
+        out += fiber.Function != nullptr ? FunctionName(fiber.Function) : "the thread that called Init";
+        out += "\n";
+    }
     return out;
 }
 

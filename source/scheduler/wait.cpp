@@ -40,8 +40,23 @@ Worker *Park(Worker *worker, WaitNode &node, bool pin, RegisterWaiter registerWa
         next->Transition(FiberState::Free, FiberState::Running);
     }
     self->Transition(FiberState::Running, FiberState::Waiting);
+    // For GetWaitingFibers, which reads only the node: a lister never follows
+    // pointers into a stack that may start moving.
+    TaskItem const *task = RunningTask(self);
+    node.Task = task != nullptr
+                    ? reinterpret_cast<void const *>(reinterpret_cast<std::uintptr_t>(task->Function))
+                    : nullptr;
+    if (__builtin_expect(worker->Observed(), false)) {
+        worker->ObserveWaitBegin(node);
+    }
+    // For GetWaitingFibers: the node's fields above are set (release).
+    self->ParkedOn.store(&node, std::memory_order_release);
     SwitchRecord record{self, next, worker, AfterSwitch::Park, registerWaiter, waitable, &node};
     worker = worker->SwitchTo(record);
+    self->ParkedOn.store(nullptr, std::memory_order_relaxed);
+    if (__builtin_expect(worker->Observed(), false)) {
+        worker->ObserveWaitEnd(node);
+    }
     if (node.Deadline != 0) {
         // Off the timers before the node (on this stack) goes away.
         worker->Owner().RemoveTimer(&node);

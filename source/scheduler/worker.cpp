@@ -136,8 +136,9 @@ void Worker::FiberEntry(void *message) {
 
 void Worker::Loop(Fiber *self) {
     Worker *worker = this;
+    TaskItem item;
+    self->LoopItem = &item; // this frame lives as long as the fiber
     for (;;) {
-        TaskItem item;
         if (worker->FindWork(item)) {
             IdleHooks hooks(*worker);
             worker->m_scheduler->Idle().FoundWork(worker->m_index, hooks);
@@ -174,8 +175,17 @@ Worker *Worker::Idle(Fiber *self) {
     IdleHooks hooks(*this);
     std::uint64_t const idleFrom = NowNs();
     m_idleSinceNs.store(idleFrom, std::memory_order_relaxed);
+    std::uint64_t const idleTicks = m_trace != nullptr ? TraceTicks() : 0;
+    std::uint64_t const parks = m_trace != nullptr ? scheduler.Idle().Parks(m_index) : 0;
+    std::uint64_t const wakeUps = m_trace != nullptr ? scheduler.Idle().WakeUps(m_index) : 0;
     scheduler.Idle().Idle(m_index, scheduler.Behavior(), hooks);
     m_tickStartNs = NowNs();
+    if (m_trace != nullptr) {
+        std::uint32_t const how = (scheduler.Idle().Parks(m_index) != parks ? 1u : 0u) |
+                                  (scheduler.Idle().WakeUps(m_index) != wakeUps ? 2u : 0u);
+        m_trace->Record(TraceKind::Idle, idleTicks, reinterpret_cast<void const *>(TraceTicks()), nullptr,
+                        how, m_currentFiber->Index);
+    }
     // Ended before the total grows (release; see FillStats).
     m_idleSinceNs.store(0, std::memory_order_relaxed);
     AddOwned(m_idleNs, m_tickStartNs - idleFrom, std::memory_order_release);
@@ -196,6 +206,96 @@ void Worker::FillStats(WorkerStats &stats, std::uint64_t now) const {
         idle += now - since;
     }
     stats.IdleTime = std::chrono::nanoseconds(idle);
+}
+
+// ---- Observing ----
+
+void Worker::SetObservers(TraceBuffer *trace, EventCallbacks const &callbacks) {
+    m_trace = trace;
+    m_callbacks = &callbacks;
+    m_observe = trace != nullptr || callbacks.OnTaskBegin != nullptr || callbacks.OnTaskEnd != nullptr ||
+                callbacks.OnWaitBegin != nullptr || callbacks.OnWaitEnd != nullptr;
+}
+
+namespace {
+
+void const *CodeOf(TaskItem const &item) {
+    return reinterpret_cast<void const *>(reinterpret_cast<std::uintptr_t>(item.Function));
+}
+
+} // namespace
+
+Worker *Worker::RunObservedTask(TaskItem const &item) {
+    BeforeTask(item.Counter);
+    Fiber *const self = m_currentFiber;
+    ObserveTaskBegin(item);
+    Invoke(item);
+    Worker *const worker = self->CurrentWorker;
+    worker->ObserveTaskEnd(item);
+    worker->TaskEnded(item.Counter);
+    return worker;
+}
+
+void Worker::ObserveTaskBegin(TaskItem const &item) {
+    unsigned const fiber = m_currentFiber->Index;
+    if (m_trace != nullptr) {
+        m_trace->Record(TraceKind::TaskBegin, TraceTicks(), CodeOf(item), item.Arg,
+                        item.IsClosure() ? 1u : 0u, fiber);
+    }
+    if (m_callbacks->OnTaskBegin != nullptr) {
+        m_callbacks->OnTaskBegin(m_callbacks->Context,
+                                 TaskInfo{CodeOf(item), item.Arg, item.Counter, m_index, fiber});
+    }
+}
+
+void Worker::ObserveTaskEnd(TaskItem const &item) {
+    unsigned const fiber = m_currentFiber->Index;
+    if (m_trace != nullptr) {
+        m_trace->Record(TraceKind::TaskEnd, TraceTicks(), nullptr, nullptr, 0, fiber);
+    }
+    if (m_callbacks->OnTaskEnd != nullptr) {
+        m_callbacks->OnTaskEnd(m_callbacks->Context,
+                               TaskInfo{CodeOf(item), item.Arg, item.Counter, m_index, fiber});
+    }
+}
+
+void Worker::ObserveWaitBegin(WaitNode const &node) {
+    unsigned const fiber = m_currentFiber->Index;
+    if (m_trace != nullptr) {
+        m_trace->Record(TraceKind::Suspend, TraceTicks(), node.Object, WaitKindName(node.Kind), node.Target,
+                        fiber);
+    }
+    if (m_callbacks->OnWaitBegin != nullptr) {
+        m_callbacks->OnWaitBegin(m_callbacks->Context,
+                                 WaitInfo{node.Kind, node.Object, node.Target, m_index, fiber});
+    }
+}
+
+void Worker::ObserveWaitEnd(WaitNode const &node) {
+    unsigned const fiber = m_currentFiber->Index;
+    if (m_trace != nullptr) {
+        m_trace->Record(TraceKind::Resume, TraceTicks(), nullptr, nullptr, 0, fiber);
+    }
+    if (m_callbacks->OnWaitEnd != nullptr) {
+        m_callbacks->OnWaitEnd(m_callbacks->Context,
+                               WaitInfo{node.Kind, node.Object, node.Target, m_index, fiber});
+    }
+}
+
+void Worker::ObserveSpanBegin(void const *code, char const *name) {
+    if (m_trace != nullptr) {
+        m_trace->Record(TraceKind::SpanBegin, TraceTicks(), code, name, 0, m_currentFiber->Index);
+    }
+}
+
+void Worker::ObserveSpanEnd() {
+    if (m_trace != nullptr) {
+        m_trace->Record(TraceKind::SpanEnd, TraceTicks(), nullptr, nullptr, 0, m_currentFiber->Index);
+    }
+}
+
+void Worker::TraceSteal(unsigned victim) {
+    m_trace->Record(TraceKind::Steal, TraceTicks(), nullptr, nullptr, victim, m_currentFiber->Index);
 }
 
 // ---- The find-work order's takes ----
@@ -302,12 +402,18 @@ bool Worker::Steal(TaskItem &item) {
         Fiber *fiber;
         if (!victim.m_ready.LooksEmpty() && victim.m_ready.Steal(fiber)) {
             AddOwned(m_stolen, 1);
+            if (m_trace != nullptr) {
+                TraceSteal(victimIndex);
+            }
             item = TaskItem::ReadyFiber(fiber);
             return true;
         }
         for (auto &deque : victim.m_tasks) {
             if (!deque.LooksEmpty() && deque.Steal(item)) {
                 AddOwned(m_stolen, 1);
+                if (m_trace != nullptr) {
+                    TraceSteal(victimIndex);
+                }
                 return true;
             }
         }

@@ -21,6 +21,7 @@
 #include "queue/task_item.h"
 #include "queue/work_deque.h"
 #include "scheduler/mechanisms.h"
+#include "trace/trace.h"
 
 #include <atomic>
 #include <cstdint>
@@ -29,6 +30,7 @@
 namespace ftl {
 
 class TaskScheduler;
+struct EventCallbacks;
 
 namespace detail {
 
@@ -138,6 +140,11 @@ public:
     // Runs a task on the current fiber; returns the worker it ends on (the
     // task may wait and resume elsewhere).
     Worker *RunTask(TaskItem const &item);
+    // RunTask for a caller that knows whether tasks are observed (the same
+    // for every worker of a scheduler, for its whole life): a loop over many
+    // tasks looks once.
+    Worker *RunPlainTask(TaskItem const &item);
+    Worker *RunObservedTask(TaskItem const &item);
     // Publishes this worker's finished tasks not yet published; true if there
     // were any. (A task's finish is TaskEnded; see there.)
     bool PublishFinished() { return m_doneCount != 0 && PublishHeld(); }
@@ -174,6 +181,22 @@ public:
     // idle state's, the busy time the scheduler's).
     void FillStats(WorkerStats &stats, std::uint64_t now) const;
 
+    // --- Observing: the trace and the task and wait callbacks ---
+    // Set before the worker runs anything; `trace` may be null, and so may
+    // every callback: then nothing is observed, at the cost of one branch
+    // per task.
+    void SetObservers(TraceBuffer *trace, EventCallbacks const &callbacks);
+    bool Observed() const { return m_observe; } // the same on every worker, from Init on
+    TraceBuffer const *Trace() const { return m_trace; }
+    // The running fiber parks on `node` (before the switch), and runs again
+    // (after it, on the worker it resumed on).
+    void ObserveWaitBegin(WaitNode const &node);
+    void ObserveWaitEnd(WaitNode const &node);
+    // A span inside the running task (a graph node): named `name`, or after
+    // the function at `code` when `name` is null.
+    void ObserveSpanBegin(void const *code, char const *name);
+    void ObserveSpanEnd();
+
 private:
     [[noreturn]] void Loop(Fiber *self);
     bool FindWork(TaskItem &item);
@@ -195,6 +218,10 @@ private:
     // Calls the task's function. Inline: the exception handler costs no
     // instruction until a task throws, and the call is the one the task needs.
     void Invoke(TaskItem const &item);
+    void BeforeTask(TaskCounter const *counter);
+    void ObserveTaskBegin(TaskItem const &item);
+    void ObserveTaskEnd(TaskItem const &item);
+    void TraceSteal(unsigned victim);
     // Invoke's handler, out of line and cold: an exception cannot cross the
     // bottom of a fiber's stack (there is no frame to unwind into), so it
     // stops here. With a TaskCounter it goes to whoever waits on the counter
@@ -226,6 +253,7 @@ private:
     unsigned m_globalCountdown = 0;
     bool m_adaptiveInterval = true;
     bool m_readyFibersFirst = true;
+    bool m_observe = false; // m_trace, or a task or wait callback
     // Finished tasks not yet published: the tasks of one counter that finish
     // one after another on this worker lower it with a single atomic
     // operation (TaskEnded / PublishFinished).
@@ -238,6 +266,8 @@ private:
     int m_cpu = -1;
     std::thread m_thread;
     AltSignalStack m_altStack;
+    TraceBuffer *m_trace = nullptr;
+    EventCallbacks const *m_callbacks = nullptr;
 
     // --- shared: stolen from, pushed to, or read by other threads ---
     TaskDeque m_tasks[kNumPriorities];
@@ -378,12 +408,23 @@ inline void Worker::Invoke(TaskItem const &item) {
 #endif
 }
 
-inline Worker *Worker::RunTask(TaskItem const &item) {
+inline void Worker::BeforeTask(TaskCounter const *counter) {
     // A task of another counter first publishes the finishes held: it may
     // run long, or wait on them.
-    if (m_doneCount != 0 && item.Counter != m_doneCounter) {
+    if (m_doneCount != 0 && counter != m_doneCounter) {
         PublishFinished();
     }
+}
+
+inline Worker *Worker::RunTask(TaskItem const &item) {
+    if (__builtin_expect(m_observe, false)) {
+        return RunObservedTask(item); // one branch when nothing is observed
+    }
+    return RunPlainTask(item);
+}
+
+inline Worker *Worker::RunPlainTask(TaskItem const &item) {
+    BeforeTask(item.Counter);
     Fiber *const self = m_currentFiber;
     Invoke(item);
     // The task may have waited and resumed on another worker.

@@ -10,6 +10,7 @@
 // because the node's memory is gone as soon as the waiter returns.
 #pragma once
 
+#include "ftl/callbacks.h"
 #include "ftl/detail/wait_list.h"
 #include "platform/platform.h"
 
@@ -27,6 +28,11 @@ struct WaitNode {
     Fiber *Waiter = nullptr;    // nullptr: a thread that is not a worker waits on Woken
     Worker *PinnedTo = nullptr; // nullptr: resume on any worker
     unsigned Target = 0;        // counters: the value waited for
+    // What is waited for, for the trace, the wait callbacks and the list of
+    // parked fibers: the user's counter, Fibtex or condition variable.
+    WaitKind Kind = WaitKind::Counter;
+    void const *Object = nullptr;
+    void const *Task = nullptr; // the function of the task that waits (set by Park)
 
     // Under the list's lock.
     bool Linked = false;     // on the list now

@@ -132,6 +132,8 @@ bool ConditionVariable::WaitUntil(std::unique_lock<Fibtex> &lock, std::uint64_t 
     node.Deadline = deadline;
     node.Waitable = this;
     node.Cancel = &detail::ConditionVariableOps::Cancel;
+    node.Kind = WaitKind::ConditionVariable;
+    node.Object = this;
     detail::Worker *worker = scheduler->CurrentWorkerOfThis();
     bool notified;
     if (worker != nullptr) {

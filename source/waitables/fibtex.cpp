@@ -120,6 +120,8 @@ void Fibtex::LockSlow(bool pinToThread) {
         detail::Scheduler *scheduler = detail::Scheduler::Of(m_taskScheduler);
         detail::Worker *worker = scheduler != nullptr ? scheduler->CurrentWorkerOfThis() : nullptr;
         detail::WaitNode node;
+        node.Kind = WaitKind::Fibtex;
+        node.Object = this;
         if (worker != nullptr) {
             detail::Park(worker, node, pinToThread, &detail::FibtexOps::Register, this);
         } else {

@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstring>
 #include <new>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -130,6 +131,18 @@ TEST_CASE("Destroying a scheduler whose tasks can never finish is reported, not 
         std::chrono::seconds(20));
     RequireFatal(result, "can never finish");
     REQUIRE(result.StderrHas("3 task(s)"));
+    // Each of the three fibers is listed with its wait and its task.
+    std::istringstream lines(result.Stderr);
+    std::string line;
+    unsigned listed = 0;
+    while (std::getline(lines, line)) {
+        if (line.find("ftl: fiber ") == 0 && line.find("waits for counter 0x") != std::string::npos &&
+            line.find("to reach 0, in ") != std::string::npos) {
+            ++listed;
+        }
+    }
+    INFO(result.Stderr);
+    REQUIRE(listed == 3);
 }
 
 TEST_CASE("Calls on a scheduler that was never initialized abort", "[misuse]") {
