@@ -553,6 +553,14 @@ int main(int argc, char **argv) {
                             workload.Figures[i].Unit;
                 }
                 std::fprintf(stderr, "%s\n", line.c_str());
+                if (!measurement.PoolStatistics.empty()) {
+                    // ftl's table, indented under the cell: where the work ran.
+                    std::istringstream lines(measurement.PoolStatistics);
+                    std::string statistics;
+                    while (std::getline(lines, statistics)) {
+                        std::fprintf(stderr, "       %s\n", statistics.c_str());
+                    }
+                }
                 if (!measurement.ChildStderr.empty()) {
                     std::fprintf(stderr, "       its stderr:\n%s\n", measurement.ChildStderr.c_str());
                 }

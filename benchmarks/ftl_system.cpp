@@ -30,7 +30,11 @@ public:
     // them on (the default) this is TaskScheduler::Init(options).
     Scheduler(ftl::TaskSchedulerInitOptions const &options, ftl::detail::Mechanisms const &mechanisms) {
         Start(m_scheduler, options, mechanisms);
+        SetPoolStatistics([this] { return ftl::FormatStats(m_scheduler.GetStats()); });
     }
+    ~Scheduler() { SetPoolStatistics(nullptr); }
+    Scheduler(Scheduler const &) = delete;
+    Scheduler &operator=(Scheduler const &) = delete;
     // All workers = all cores (or --threads), the given mechanisms, Sleep.
     Scheduler(Sizes const &sizes, ftl::detail::Mechanisms const &mechanisms)
         : Scheduler(Options(sizes), mechanisms) {}

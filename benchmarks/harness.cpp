@@ -142,6 +142,8 @@ double CrossCoreProbe() {
     return nsPerRoundTrip;
 }
 
+std::function<std::string()> g_poolStatistics;
+
 std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const &workload,
                         std::unique_ptr<Fixture> &fixture, Implementation const &implementation) {
     double const probeBefore = CrossCoreProbe();
@@ -199,6 +201,13 @@ std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const
     }
     std::string report;
     char line[160];
+    if (g_poolStatistics) {
+        std::istringstream lines(g_poolStatistics());
+        std::string statistics;
+        while (std::getline(lines, statistics)) {
+            report += "stats " + statistics + "\n";
+        }
+    }
     // After the pool is gone, so that its threads do not share the cores with
     // the probe (a spinning pool would).
     fixture.reset();
@@ -265,6 +274,10 @@ std::string DescribeStatus(int status) {
 }
 
 } // namespace
+
+void SetPoolStatistics(std::function<std::string()> describe) {
+    g_poolStatistics = std::move(describe);
+}
 
 Measurement MeasureIsolated(Config const &config, Sizes const &sizes, Workload const &workload,
                             Implementation const &implementation) {
@@ -370,6 +383,8 @@ Measurement MeasureIsolated(Config const &config, Sizes const &sizes, Workload c
         } else if (line.rfind("probe ", 0) == 0) {
             std::istringstream fields(line.substr(6));
             fields >> result.ProbeBefore >> result.ProbeAfter;
+        } else if (line.rfind("stats ", 0) == 0) {
+            result.PoolStatistics += line.substr(6) + "\n";
         } else if (line == "ok") {
             ok = true;
         } else if (line.rfind("fail ", 0) == 0) {

@@ -103,6 +103,11 @@ public:
     virtual std::vector<double> MeasuredFigures() const { return {}; }
 };
 
+// A system's description of what its pool did, one line or more (ftl: its
+// GetStats table). A fixture sets it while its pool lives, and the figures
+// of the cell come with it.
+void SetPoolStatistics(std::function<std::string()> describe);
+
 using FixtureFactory = std::function<std::unique_ptr<Fixture>(Sizes const &sizes)>;
 
 struct Implementation {
@@ -165,6 +170,9 @@ struct Measurement {
     std::string Error;
     std::vector<Stats> Figures;
     std::string ChildStderr; // what the child wrote on stderr (the first 64 KB)
+    // What the system's pool did over every run, when the system says
+    // (SetPoolStatistics): ftl's per-worker statistics.
+    std::string PoolStatistics;
     // The cross-core cache-line round trip (ns) just before the pool started
     // and just after it stopped (0: fewer than two CPUs).
     double ProbeBefore = 0;
