@@ -23,7 +23,6 @@
 //   stack, wherever it runs.
 #pragma once
 
-#include "fiber/fiber.h"
 #include "queue/task_item.h"
 
 #include <cstdint>
@@ -66,16 +65,6 @@ struct InlineHand {
 // allow. Returns the worker it ends on (an inline task may wait and move the
 // fiber).
 Worker *HelpWhileWaiting(Worker *worker, TaskCounter *counter);
-// The task running innermost on `fiber` (the running fiber, in a task): the
-// one its innermost inline loop runs, or else the one its worker loop runs.
-// Null on a thread's own fiber outside any inline loop.
-inline TaskItem const *RunningTask(Fiber const *fiber) {
-    InlineHand const *hand = fiber->Hand;
-    if (hand != nullptr && hand->Next != 0) {
-        return &hand->Items()[hand->Next - 1];
-    }
-    return static_cast<TaskItem const *>(fiber->LoopItem);
-}
 // ReturnHeldChildren when `hand` is not null.
 void ReturnHands(Worker *worker, InlineHand *hand);
 // Puts back every child the inline loops on the running fiber hold,

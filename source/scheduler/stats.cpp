@@ -2,7 +2,10 @@
 // gathered without stopping anyone; and their table.
 #include "scheduler/scheduler.h"
 
+#include "scheduler/help.h"
 #include "wait/wait_list.h"
+
+#include <algorithm>
 
 #include <cinttypes>
 #include <cstdio>
@@ -41,7 +44,22 @@ std::vector<WaitingFiber> Scheduler::WaitingFibers() const {
             waiting.Kind = node->Kind;
             waiting.Object = node->Object;
             waiting.Target = node->Target;
-            waiting.Function = node->Task;
+            // The task that waits, from the fiber's own stack, which stays as
+            // it is while the fiber is parked. A fiber that resumes meanwhile
+            // may change it: every read stays inside memory of that stack
+            // (the inline loop's index is clamped to its hand), and the copy
+            // is dropped below.
+            TaskItem const *task = nullptr;
+            InlineHand const *hand = fiber.Hand;
+            if (hand != nullptr && hand->Next != 0) {
+                task = &hand->Items()[std::min(hand->Next, kInlineBatch) - 1];
+            } else {
+                task = static_cast<TaskItem const *>(fiber.LoopItem);
+            }
+            waiting.Function =
+                task != nullptr
+                    ? reinterpret_cast<void const *>(reinterpret_cast<std::uintptr_t>(task->Function))
+                    : nullptr;
             // Still the same wait: the copy is of a node in use (a fiber that
             // resumed meanwhile may have reused its node's memory).
             if (fiber.ParkedOn.load(std::memory_order_acquire) == node) {

@@ -40,12 +40,6 @@ Worker *Park(Worker *worker, WaitNode &node, bool pin, RegisterWaiter registerWa
         next->Transition(FiberState::Free, FiberState::Running);
     }
     self->Transition(FiberState::Running, FiberState::Waiting);
-    // For GetWaitingFibers, which reads only the node: a lister never follows
-    // pointers into a stack that may start moving.
-    TaskItem const *task = RunningTask(self);
-    node.Task = task != nullptr
-                    ? reinterpret_cast<void const *>(reinterpret_cast<std::uintptr_t>(task->Function))
-                    : nullptr;
     if (__builtin_expect(worker->Observed(), false)) {
         worker->ObserveWaitBegin(node);
     }

@@ -32,7 +32,6 @@ struct WaitNode {
     // parked fibers: the user's counter, Fibtex or condition variable.
     WaitKind Kind = WaitKind::Counter;
     void const *Object = nullptr;
-    void const *Task = nullptr; // the function of the task that waits (set by Park)
 
     // Under the list's lock.
     bool Linked = false;     // on the list now
