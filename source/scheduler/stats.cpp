@@ -5,8 +5,6 @@
 #include "scheduler/help.h"
 #include "wait/wait_list.h"
 
-#include <algorithm>
-
 #include <cinttypes>
 #include <cstdio>
 
@@ -34,34 +32,49 @@ SchedulerStats Scheduler::Stats() const {
     return stats;
 }
 
+namespace {
+
+// Copies what a parked fiber waits for, from its wait node and its stack,
+// which stay as they are while it is parked. A fiber that resumes meanwhile
+// changes them under the copy: the caller drops such a copy (the node is no
+// longer published afterwards), and every read here stays inside memory
+// that is mapped for the scheduler's life (the node and the task are on the
+// fiber's stack; the inline loop's index is clamped to its batch). Those
+// reads are the one deliberate race of the scheduler: the sanitizers do not
+// watch them (they would report the race the check below makes harmless),
+// and no optimization moves them into code they do watch (noipa: no
+// inlining, and no loads hoisted into the caller).
+__attribute__((noipa, no_sanitize("address", "thread"))) WaitingFiber CopyWait(Fiber const &fiber,
+                                                                               WaitNode const &node) {
+    WaitingFiber waiting;
+    waiting.FiberIndex = fiber.Index;
+    waiting.Kind = node.Kind;
+    waiting.Object = node.Object;
+    waiting.Target = node.Target;
+    TaskItem const *task = static_cast<TaskItem const *>(fiber.LoopItem);
+    InlineHand const *const hand = fiber.Hand;
+    if (hand != nullptr) {
+        unsigned next = hand->Next;
+        if (next != 0) {
+            next = next < kInlineBatch ? next : kInlineBatch;
+            task = reinterpret_cast<TaskItem const *>(hand->Storage) + (next - 1);
+        }
+    }
+    waiting.Function = task != nullptr
+                           ? reinterpret_cast<void const *>(reinterpret_cast<std::uintptr_t>(task->Function))
+                           : nullptr;
+    return waiting;
+}
+
+} // namespace
+
 std::vector<WaitingFiber> Scheduler::WaitingFibers() const {
     std::vector<WaitingFiber> fibers;
     m_pool.ForEachMade([&](Fiber const &fiber) {
         // Acquire: the node's fields were set before it was published.
         if (WaitNode const *node = fiber.ParkedOn.load(std::memory_order_acquire)) {
-            WaitingFiber waiting;
-            waiting.FiberIndex = fiber.Index;
-            waiting.Kind = node->Kind;
-            waiting.Object = node->Object;
-            waiting.Target = node->Target;
-            // The task that waits, from the fiber's own stack, which stays as
-            // it is while the fiber is parked. A fiber that resumes meanwhile
-            // may change it: every read stays inside memory of that stack
-            // (the inline loop's index is clamped to its hand), and the copy
-            // is dropped below.
-            TaskItem const *task = nullptr;
-            InlineHand const *hand = fiber.Hand;
-            if (hand != nullptr && hand->Next != 0) {
-                task = &hand->Items()[std::min(hand->Next, kInlineBatch) - 1];
-            } else {
-                task = static_cast<TaskItem const *>(fiber.LoopItem);
-            }
-            waiting.Function =
-                task != nullptr
-                    ? reinterpret_cast<void const *>(reinterpret_cast<std::uintptr_t>(task->Function))
-                    : nullptr;
-            // Still the same wait: the copy is of a node in use (a fiber that
-            // resumed meanwhile may have reused its node's memory).
+            WaitingFiber const waiting = CopyWait(fiber, *node);
+            // Still the same wait: the copy is of a wait in progress.
             if (fiber.ParkedOn.load(std::memory_order_acquire) == node) {
                 fibers.push_back(waiting);
             }
