@@ -440,7 +440,6 @@ public:
             m_out.End();
         }
         ++open.Pieces;
-        ++m_pieces;
     }
 
     // Replays one fiber's runs in time order. `cutoff`: when a buffer
@@ -510,8 +509,6 @@ public:
         }
     }
 
-    std::uint64_t Pieces() const { return m_pieces; }
-
 private:
     JsonOut &m_out;
     TraceBuffer const *const *m_buffers;
@@ -520,7 +517,6 @@ private:
     std::unordered_map<void const *, std::string> m_names;
     std::string m_given;
     std::uint64_t m_nextId = 0;
-    std::uint64_t m_pieces = 0;
 };
 
 } // namespace
