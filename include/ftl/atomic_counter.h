@@ -4,8 +4,8 @@
 // Each operation that changes the value wakes every fiber waiting for the
 // value it produced. An operation with no waiters costs one atomic
 // read-modify-write. The memory_order arguments are accepted for source
-// compatibility; every operation is at least acquire-release (loads acquire),
-// which is never weaker than what was asked.
+// compatibility; every operation is seq_cst, which is never weaker than what
+// was asked.
 #pragma once
 
 #include "ftl/base_counter.h"

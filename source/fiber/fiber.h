@@ -82,8 +82,10 @@ struct alignas(64) Fiber {
     void *TsanFiber = nullptr;
 
     // What the list of parked fibers reads (TaskScheduler::GetWaitingFibers):
-    // the node of the wait the fiber is parked in (set before it leaves its
-    // thread, cleared when it runs again), and the item the fiber's worker
+    // the node of the wait the fiber is parked in (set, release, before it
+    // leaves its thread; cleared when it runs again, then a release fence,
+    // so a reader that re-checks it after an acquire fence drops a copy
+    // torn by the resumed fiber: see Park), and the item the fiber's worker
     // loop runs (a TaskItem, on the fiber's own stack; null on a thread's
     // own fiber).
     std::atomic<WaitNode const *> ParkedOn{nullptr};

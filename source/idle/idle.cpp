@@ -63,8 +63,11 @@ void IdleState::Wake(unsigned index) {
 }
 
 void IdleState::Notify(int prefer) {
-    // The work was published before this fence; a parker announces before
-    // its re-check (see Park).
+    // The stores that published the work before the loads of the searcher
+    // count and the parked bits below (a store-then-load order neither x86
+    // nor arm64 keeps without a fence). Pairs with the fence in Park (and
+    // FoundWork): either we see the parker's bit or its searcher count not
+    // yet lowered, or its re-check sees the work.
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (NumSearching() != 0) {
         return; // a searcher will find it, or re-check before it parks
@@ -76,7 +79,8 @@ void IdleState::Notify(int prefer) {
 }
 
 void IdleState::NotifyOne(unsigned index) {
-    // Publish, then look for the parked bit (pairs with Park's fence).
+    // The stores that published the work before the load of the parked bit
+    // (pairs with Park's fence, as in Notify).
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (ClaimSpecific(index)) {
         Wake(index);
@@ -84,6 +88,9 @@ void IdleState::NotifyOne(unsigned index) {
 }
 
 void IdleState::WakeAll() {
+    // The caller's store (m_quit, or the new behaviour) before the loads of
+    // the parked bits. Pairs with Park's fence: a parker either is claimed
+    // here or sees StopIdling in its re-check.
     std::atomic_thread_fence(std::memory_order_seq_cst);
     for (unsigned i = 0; i < m_numWorkers; ++i) {
         if (ClaimSpecific(i)) {

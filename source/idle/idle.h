@@ -182,8 +182,12 @@ void IdleState::Park(unsigned self, Hooks &hooks) {
         slot.Searching = false;
         StopSearching();
     }
-    // 2. Re-check every queue after the announcement. Pairs with the fence in
-    //    Notify / NotifyOne: either they see our bit or we see their work.
+    // 2. Re-check every queue after the announcement. The fence orders the
+    //    announcement's RMWs (parked bit, searcher count) before the re-check's
+    //    loads: a seq_cst RMW alone does not keep later acquire loads after
+    //    it in C++ (nor on arm64 with RCpc loads). Pairs with the fence in
+    //    Notify / NotifyOne / WakeAll: either they see our bit (or our
+    //    searcher count) or we see their work (or StopIdling).
     //    The poll may make work itself (a timer readies a fiber pinned to
     //    this very worker, which no waker claims us for), so it comes first.
     std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -240,7 +244,8 @@ void IdleState::FoundWork(unsigned self, Hooks &hooks) {
     }
     slot.Searching = false;
     // The wake only adds parallelism (this worker comes back for anything
-    // left). The fence pairs with Notify's: work published after the look
+    // left). The fence orders the searcher count's decrement before the look
+    // at the queues; it pairs with Notify's: work published after the look
     // finds no searcher and wakes a worker itself.
     if (StopSearching()) {
         std::atomic_thread_fence(std::memory_order_seq_cst);

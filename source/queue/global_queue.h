@@ -29,7 +29,9 @@ public:
             m_ring[(m_head + m_count + i) & mask] = make(i);
         }
         m_count += count;
-        // seq_cst: ordered before the pusher's check for parked workers.
+        // Ordered before the pusher's look for parked workers by the seq_cst
+        // fence in IdleState::Notify / NotifyOne, which the pusher calls next
+        // (the RMW's own order does not do that; the mutex guards the items).
         m_size.fetch_add(count, std::memory_order_seq_cst);
     }
 

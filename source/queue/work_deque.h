@@ -75,12 +75,18 @@ public:
         }
         std::int64_t const b = m_bottom.load(std::memory_order_relaxed) - 1;
         Array *array = m_array.load(std::memory_order_relaxed);
+        // Relaxed: a thief that reads it synchronizes with the last Push, as
+        // the owner's later stores extend that Push's release sequence in C++17
+        // (not in C++20, which would need release here; arm64 keeps it anyway).
         m_bottom.store(b, std::memory_order_relaxed);
-        // The bottom store must be visible before we read m_top, or a thief and
-        // the owner could both take the last item (store-load ordering).
+        // The bottom store before the top load, or a thief and the owner could
+        // both take the last item (store-load order, which neither x86 nor
+        // arm64 keeps unfenced). Pairs with the fence in Steal.
         std::atomic_thread_fence(std::memory_order_seq_cst);
         std::int64_t t = m_top.load(std::memory_order_relaxed);
         if (t > b) {
+            // Relaxed: the fence above is also a release fence, so a thief
+            // that reads this store synchronizes with it (and every Push).
             m_bottom.store(b + 1, std::memory_order_relaxed);
             return false;
         }
@@ -127,6 +133,8 @@ public:
         std::int64_t const nb = b - k;
         Array *array = m_array.load(std::memory_order_relaxed);
         m_bottom.store(nb, std::memory_order_relaxed);
+        // As in Pop: the bottom store before the top load (pairs with the
+        // fence in Steal); the restores below rely on it as a release fence.
         std::atomic_thread_fence(std::memory_order_seq_cst);
         t = m_top.load(std::memory_order_relaxed);
         std::size_t n = 0;
@@ -159,7 +167,11 @@ public:
     bool Steal(T &out) {
         for (;;) {
             std::int64_t t = m_top.load(std::memory_order_acquire);
-            // Read top before bottom (pairs with the fence in Pop).
+            // The top load before the bottom load. Pairs with the owner's
+            // fence in Pop / PopBatch: either this thief sees the owner's
+            // lowered bottom, or the owner's top load sees at least the top
+            // read here; so an item both may take is the one at that top,
+            // which the CAS on top gives to one of them.
             std::atomic_thread_fence(std::memory_order_seq_cst);
             std::int64_t const b = m_bottom.load(std::memory_order_acquire);
             if (t >= b) {

@@ -188,6 +188,10 @@ void Scheduler::Drain() {
     // first worker to go idle with every task finished clears it.
     m_drainFlag->Set();
     m_drainRequested.store(true, std::memory_order_seq_cst);
+    // The request's store before the count loads of Quiescent (arm64 and x86
+    // alike may otherwise load first). Pairs with Worker::Idle's fence, which
+    // orders a worker's published finishes before its load of the request:
+    // either that worker sees the request, or this sees its finishes.
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (Quiescent()) {
         m_drainRequested.store(false, std::memory_order_relaxed);
@@ -503,10 +507,14 @@ void Scheduler::CheckDrain(Worker const &worker) {
     // do it before destroying the scheduler.)
     std::uint64_t const finished = FinishedCount();
     std::uint64_t const now = NowNs();
-    if (finished != m_drainProgress.load(std::memory_order_relaxed) ||
+    // The time first, the count last (release), read count first (acquire):
+    // a worker that reads a count another just stored reads that one's time
+    // (or a later one). Relaxed, arm64 could pair the new count with an old
+    // time and report a stall at once, not kDrainStallNs after the last finish.
+    if (finished != m_drainProgress.load(std::memory_order_acquire) ||
         m_drainProgressNs.load(std::memory_order_relaxed) == 0) {
-        m_drainProgress.store(finished, std::memory_order_relaxed);
         m_drainProgressNs.store(now, std::memory_order_relaxed);
+        m_drainProgress.store(finished, std::memory_order_release);
         return;
     }
     // A pending timer will end a wait: not a stall.

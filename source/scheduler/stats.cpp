@@ -74,8 +74,13 @@ std::vector<WaitingFiber> Scheduler::WaitingFibers() const {
         // Acquire: the node's fields were set before it was published.
         if (WaitNode const *node = fiber.ParkedOn.load(std::memory_order_acquire)) {
             WaitingFiber const waiting = CopyWait(fiber, *node);
+            // The copy's loads before the re-check's (arm64: dmb ishld; x86
+            // keeps loads in order). Pairs with the release fence after Park
+            // clears ParkedOn: a copy that read anything the resumed fiber
+            // wrote then sees ParkedOn cleared, and is dropped.
+            std::atomic_thread_fence(std::memory_order_acquire);
             // Still the same wait: the copy is of a wait in progress.
-            if (fiber.ParkedOn.load(std::memory_order_acquire) == node) {
+            if (fiber.ParkedOn.load(std::memory_order_relaxed) == node) {
                 fibers.push_back(waiting);
             }
         }

@@ -48,6 +48,12 @@ Worker *Park(Worker *worker, WaitNode &node, bool pin, RegisterWaiter registerWa
     SwitchRecord record{self, next, worker, AfterSwitch::Park, registerWaiter, waitable, &node};
     worker = worker->SwitchTo(record);
     self->ParkedOn.store(nullptr, std::memory_order_relaxed);
+    // The clear before every later store of this fiber (to the node, to the
+    // task and the inline hand on its stack, to a next wait's node): arm64
+    // may otherwise show a GetWaitingFibers copy those stores while ParkedOn
+    // still reads &node. Pairs with the acquire fence in WaitingFibers. One
+    // dmb ish per resume on arm64; nothing on x86, where stores stay in order.
+    std::atomic_thread_fence(std::memory_order_release);
     if (__builtin_expect(worker->Observed(), false)) {
         worker->ObserveWaitEnd(node);
     }

@@ -165,8 +165,10 @@ Worker *Worker::RunItem(Fiber *self, TaskItem const &item) {
 
 Worker *Worker::Idle(Fiber *self) {
     Scheduler &scheduler = *m_scheduler;
-    // Pairs with the fence in the scheduler's Drain: either this worker sees
-    // the drain request, or the drain sees every task this worker finished.
+    // This worker's published finishes (PublishHeld's stores, before Loop
+    // calls Idle) before its load of the drain request in CheckDrain. Pairs
+    // with the fence in the scheduler's Drain: either this worker sees the
+    // drain request, or the drain sees every task this worker finished.
     std::atomic_thread_fence(std::memory_order_seq_cst);
     scheduler.CheckDrain(*this);
     if (scheduler.Quitting()) {

@@ -75,9 +75,16 @@ void BaseCounter::WakeWaiters(unsigned value) {
     }
 }
 
+// The value operations below, and FullAtomicCounter::Load and
+// AtomicFlag::IsSet, are seq_cst: they are the std::atomic-like API, whose
+// callers may ask seq_cst (the default) and build store-then-load handshakes
+// over two counters on it. acq_rel would let such a store and a later load of
+// another counter reorder (C++; arm64 with RCpc loads, LDAPR), which x86's
+// locked RMW happens to forbid. It costs nothing: GCC emits the same
+// instructions for both orders on x86-64 and arm64.
 unsigned BaseCounter::FetchAddValue(unsigned delta) {
     std::uint64_t const old =
-        m_state.fetch_add(std::uint64_t(delta) << kValueShift, std::memory_order_acq_rel);
+        m_state.fetch_add(std::uint64_t(delta) << kValueShift, std::memory_order_seq_cst);
     if (HasWaiters(old)) {
         WakeWaiters(ValueOf(old) + delta);
     }
@@ -85,14 +92,14 @@ unsigned BaseCounter::FetchAddValue(unsigned delta) {
 }
 
 bool BaseCounter::CompareExchangeValue(unsigned expected, unsigned desired) {
-    std::uint64_t state = m_state.load(std::memory_order_acquire);
+    std::uint64_t state = m_state.load(std::memory_order_seq_cst);
     do {
         if (ValueOf(state) != expected) {
             return false;
         }
     } while (!m_state.compare_exchange_weak(state,
                                             (std::uint64_t(desired) << kValueShift) | (state & kWaiterMask),
-                                            std::memory_order_acq_rel, std::memory_order_acquire));
+                                            std::memory_order_seq_cst, std::memory_order_seq_cst));
     if (HasWaiters(state)) {
         WakeWaiters(desired);
     }
@@ -103,7 +110,7 @@ void BaseCounter::StoreValue(unsigned value) {
     std::uint64_t state = m_state.load(std::memory_order_relaxed);
     while (!m_state.compare_exchange_weak(state,
                                           (std::uint64_t(value) << kValueShift) | (state & kWaiterMask),
-                                          std::memory_order_acq_rel, std::memory_order_relaxed)) {
+                                          std::memory_order_seq_cst, std::memory_order_relaxed)) {
     }
     if (HasWaiters(state)) {
         WakeWaiters(value);
@@ -111,7 +118,7 @@ void BaseCounter::StoreValue(unsigned value) {
 }
 
 unsigned FullAtomicCounter::Load(std::memory_order) const {
-    return ValueOf(m_state.load(std::memory_order_acquire));
+    return ValueOf(m_state.load(std::memory_order_seq_cst));
 }
 void FullAtomicCounter::Store(unsigned x, std::memory_order) {
     StoreValue(x);
@@ -137,7 +144,7 @@ bool AtomicFlag::Clear(std::memory_order) {
     return CompareExchangeValue(1, 0);
 }
 bool AtomicFlag::IsSet(std::memory_order) const {
-    return ValueOf(m_state.load(std::memory_order_acquire)) != 0;
+    return ValueOf(m_state.load(std::memory_order_seq_cst)) != 0;
 }
 
 namespace detail {
