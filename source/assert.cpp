@@ -1,10 +1,11 @@
 #include "ftl/assert.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
-#include <unistd.h>
+#include <thread>
 
 namespace ftl {
 namespace detail {
@@ -15,7 +16,7 @@ void Fatal(char const *file, int line, char const *format, ...) {
     static std::atomic<bool> reporting{false};
     if (reporting.exchange(true)) {
         for (;;) {
-            pause();
+            std::this_thread::sleep_for(std::chrono::hours(1));
         }
     }
     // One fprintf per part, unbuffered stderr: the message must get out even

@@ -14,8 +14,10 @@
 namespace ftl {
 namespace detail {
 
+// gnu_printf: the library formats with C99 conversions (%zu) on every
+// system, MinGW-w64's printf included.
 [[noreturn]] void Fatal(char const *file, int line, char const *format, ...)
-    __attribute__((format(printf, 3, 4)));
+    __attribute__((format(gnu_printf, 3, 4)));
 
 } // namespace detail
 } // namespace ftl

@@ -1,10 +1,15 @@
-// The fiber layer: a fiber is a stack of its own (mmap, with a guard page
-// below it) and a saved Boost.Context fcontext. Switching fibers is one
-// jump_fcontext that carries a message to the other side; what must happen to
+// The fiber layer: a fiber is a stack of its own (with a guard page below
+// it) and a saved context. Switching fibers is one jump that carries a
+// message to the other side; what must happen to
 // the fiber left (back to the pool, or published as a waiter) is the
 // scheduler's post-switch step, done by the fiber switched to once the switch
 // has completed (docs/design.adoc, invariant 1). This layer knows nothing of
 // the scheduler: it makes stacks, switches, and tells sanitizers and valgrind.
+//
+// Two backends, chosen at configure time (FTL_FIBER_BACKEND):
+// - switch_boost.cpp: Boost.Context's fcontext on stacks from MapStack;
+// - switch_win32.cpp: the Win32 fiber API (CreateFiberEx, SwitchToFiber),
+//   where the system makes each stack, for Windows builds without Boost.
 //
 // Fiber state machine (every change goes through Fiber::Transition, which
 // aborts when the fiber was not in the state the caller expects):
@@ -17,7 +22,9 @@
 // Running, Waiting or Ready, and it only ever runs on its own thread.
 #pragma once
 
+#if !FTL_FIBER_WIN32
 #include <boost/context/detail/fcontext.hpp>
+#endif
 
 #include <atomic>
 #include <cstddef>
@@ -41,14 +48,27 @@ using FiberEntry = void (*)(void *message);
 // inline loop on it): neighbours must not share a line.
 struct alignas(64) Fiber {
     // Two cache lines, packed: keep it so (the static_assert below).
+#if FTL_FIBER_WIN32
+    // The system's fiber (ConvertThreadToFiberEx for a thread's own stack).
+    void *Context = nullptr;
+#else
     // Valid while the fiber is not running: where jump_fcontext resumes it.
     boost::context::detail::fcontext_t Context = nullptr;
+#endif
     // The scheduler's: the worker the fiber runs on now, written at every
     // switch into it.
     Worker *CurrentWorker = nullptr;
 
-    void *Mapping = nullptr; // the whole mmap, guard page included (pool fibers)
+    // Pool fibers: the memory of the stack, guard page included (Win32: the
+    // system's fiber, which owns its stack). nullptr for a thread's stack.
+    void *Mapping = nullptr;
+#if FTL_FIBER_WIN32
+    // The message of the switch into this fiber, written by the fiber that
+    // switches, read when this one resumes (switch_win32.cpp).
+    void *Incoming = nullptr;
+#else
     std::size_t MappingSize = 0;
+#endif
     void *StackLow = nullptr; // lowest usable address
     std::size_t StackSize = 0;
     FiberEntry Entry = nullptr;
@@ -105,6 +125,11 @@ struct alignas(64) Fiber {
 
 static_assert(sizeof(Fiber) == 128, "a fiber descriptor takes two cache lines");
 
+// The backends' shared part of MakeFiberStack and AdoptThreadStack: the
+// descriptor's fields that do not depend on how fibers switch.
+void DescribePoolFiber(Fiber &fiber, unsigned index, FiberEntry entry);
+void DescribeThreadFiber(Fiber &fiber, unsigned index, bool reported);
+
 // Makes a pool fiber's stack and context; it starts at `entry`. False when
 // the memory could not be had.
 bool MakeFiberStack(Fiber &fiber, unsigned index, std::size_t stackSize, FiberEntry entry);
@@ -113,6 +138,14 @@ void UnmakeFiberStack(Fiber &fiber);
 // `index`; `reported` as in Fiber::Reported.
 void AdoptThreadStack(Fiber &fiber, unsigned index, bool reported);
 void ReleaseThreadStack(Fiber &fiber);
+
+// A new pool fiber starts with the floating-point control state (rounding
+// mode, flush-to-zero) of the thread that last called this, Init's thread,
+// and not with that of whichever fiber makes it (the pool makes stacks
+// lazily, from a running task).
+void RememberNewFiberFpControl();
+// Called first thing on each new fiber by the backends' entry points.
+void LoadNewFiberFpControl();
 
 // Switches from `from` (the running fiber) to `to`, handing `message` to the
 // other side. Returns when `from` is resumed (possibly on another thread),

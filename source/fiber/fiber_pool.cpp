@@ -153,8 +153,9 @@ Fiber *FiberPool::TakeFresh() {
     Fiber *fiber = Make(index);
     if (fiber == nullptr) {
         FTL_FATAL(
-            "the fiber pool could not make fiber %u: mmap refused a stack of %zu bytes (each fiber takes "
-            "two mappings, its stack and its guard page; see vm.max_map_count and the memory limits)",
+            "the fiber pool could not make fiber %u: the system refused a stack of %zu bytes (on Linux each "
+            "fiber takes two mappings, its stack and its guard page; see vm.max_map_count and the memory "
+            "limits)",
             index, m_stackSize);
     }
     return fiber;

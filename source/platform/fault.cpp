@@ -1,69 +1,48 @@
+// What the fault handler does the same on every OS: the reference count of
+// the schedulers that use it, and the writers.
 #include "platform/fault.h"
 
+#include "platform/platform.h"
+
 #include <atomic>
-#include <csignal>
-#include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <sys/mman.h>
-#include <unistd.h>
 
 namespace ftl {
 namespace detail {
 
 namespace {
 
-static_assert(sizeof(stack_t) <= 32, "AltSignalStack keeps a stack_t in 32 bytes");
-
-constexpr std::size_t kAltStackSize = 64 * 1024;
-
 std::mutex g_installMutex;
 unsigned g_installCount = 0;
-struct sigaction g_previousSegv;
-struct sigaction g_previousBus;
-FaultExplainer g_explainer = nullptr;
-
-[[noreturn]] void AbortNow() {
-    // Default SIGABRT action, even if the program replaced it.
-    struct sigaction abortAction;
-    std::memset(&abortAction, 0, sizeof(abortAction));
-    abortAction.sa_handler = SIG_DFL;
-    sigaction(SIGABRT, &abortAction, nullptr);
-    std::abort();
-}
-
-void OnFault(int signal, siginfo_t *info, void *context) {
-    // si_code > 0: raised by the kernel for a fault (si_addr is meaningful);
-    // <= 0: sent by kill/raise/sigqueue.
-    bool const isFault = info->si_code > 0;
-    if (isFault && g_explainer != nullptr && g_explainer(reinterpret_cast<std::uintptr_t>(info->si_addr))) {
-        AbortNow();
-    }
-    // Not ours: hand it to the previous handler. A handler function is
-    // called directly; a disposition (default, ignore) is put back, and then a
-    // fault happens again when we return, while a sent signal is sent again.
-    struct sigaction const &previous = signal == SIGBUS ? g_previousBus : g_previousSegv;
-    if ((previous.sa_flags & SA_SIGINFO) != 0 && previous.sa_sigaction != nullptr) {
-        previous.sa_sigaction(signal, info, context);
-        return;
-    }
-    if ((previous.sa_flags & SA_SIGINFO) == 0 && previous.sa_handler != SIG_DFL &&
-        previous.sa_handler != SIG_IGN) {
-        previous.sa_handler(signal);
-        return;
-    }
-    sigaction(signal, &previous, nullptr);
-    if (!isFault) {
-        raise(signal);
-    }
-}
+// Read by the handler, which may run on any thread at any moment.
+std::atomic<FaultExplainer> g_explainer{nullptr};
 
 } // namespace
 
+void InstallFaultHandler(FaultExplainer explainer) {
+    std::lock_guard<std::mutex> lock(g_installMutex);
+    if (g_installCount++ != 0) {
+        return;
+    }
+    g_explainer.store(explainer, std::memory_order_release);
+    InstallOsFaultHandler();
+}
+
+void RemoveFaultHandler() {
+    std::lock_guard<std::mutex> lock(g_installMutex);
+    if (g_installCount == 0 || --g_installCount != 0) {
+        return;
+    }
+    RemoveOsFaultHandler();
+}
+
+FaultExplainer RegisteredExplainer() {
+    return g_explainer.load(std::memory_order_acquire);
+}
+
 void FaultWrite(char const *text) {
-    ssize_t const ignored = write(STDERR_FILENO, text, std::strlen(text));
-    (void)ignored;
+    WriteStderr(text, std::strlen(text));
 }
 
 void FaultWriteNumber(unsigned long long value) {
@@ -79,67 +58,6 @@ void FaultWriteNumber(unsigned long long value) {
     }
     text[n] = '\0';
     FaultWrite(text);
-}
-
-void InstallFaultHandler(FaultExplainer explainer) {
-    std::lock_guard<std::mutex> lock(g_installMutex);
-    if (g_installCount++ != 0) {
-        return;
-    }
-    g_explainer = explainer;
-    struct sigaction action;
-    std::memset(&action, 0, sizeof(action));
-    action.sa_sigaction = &OnFault;
-    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGSEGV, &action, &g_previousSegv);
-    sigaction(SIGBUS, &action, &g_previousBus);
-}
-
-void RemoveFaultHandler() {
-    std::lock_guard<std::mutex> lock(g_installMutex);
-    if (g_installCount == 0 || --g_installCount != 0) {
-        return;
-    }
-    sigaction(SIGSEGV, &g_previousSegv, nullptr);
-    sigaction(SIGBUS, &g_previousBus, nullptr);
-}
-
-void AltSignalStack::Enter() {
-    void *memory = mmap(nullptr, kAltStackSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (memory == MAP_FAILED) {
-        return; // overflows will then be plain SIGSEGVs
-    }
-    stack_t stack;
-    stack.ss_sp = memory;
-    stack.ss_size = kAltStackSize;
-    stack.ss_flags = 0;
-    stack_t previous;
-    if (sigaltstack(&stack, &previous) != 0) {
-        munmap(memory, kAltStackSize);
-        return;
-    }
-    m_memory = memory;
-    m_active = true;
-    m_hadPrevious = (previous.ss_flags & SS_DISABLE) == 0;
-    std::memcpy(m_previous, &previous, sizeof(previous));
-}
-
-void AltSignalStack::Leave() {
-    if (!m_active) {
-        return;
-    }
-    stack_t restore;
-    if (m_hadPrevious) {
-        std::memcpy(&restore, m_previous, sizeof(restore));
-    } else {
-        std::memset(&restore, 0, sizeof(restore));
-        restore.ss_flags = SS_DISABLE;
-    }
-    sigaltstack(&restore, nullptr);
-    munmap(m_memory, kAltStackSize);
-    m_memory = nullptr;
-    m_active = false;
 }
 
 } // namespace detail

@@ -1,9 +1,13 @@
-// The platform layer: thin wrappers over the OS and the CPU (futex, affinity,
-// the spin-wait hint, page size, a thread's stack, the clock). Nothing above
-// this layer calls the OS for these.
+// The platform layer: thin wrappers over the OS and the CPU (wait/wake on an
+// address, affinity, the spin-wait hint, pages and stacks, a thread's stack,
+// the clock, raw stderr). Nothing above this layer calls the OS for these.
+// One implementation per OS: linux/platform.cpp (futex, sched_*, mmap) and
+// windows/platform.cpp (WaitOnAddress, SetThreadAffinityMask, VirtualAlloc);
+// fault.h and symbols.h have the same split.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -11,8 +15,9 @@
 namespace ftl {
 namespace detail {
 
-// One spin-wait hint to the CPU (x86 `pause`): frees the sibling hyperthread
-// and keeps a spinning load from flooding the memory system.
+// One spin-wait hint to the CPU (`pause` on x86, `yield` on arm64): frees
+// the sibling hyperthread and keeps a spinning load from flooding the memory
+// system. A hint only: it orders nothing.
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
@@ -21,10 +26,68 @@ inline void CpuRelax() {
 #endif
 }
 
+// The floating-point control state of the calling thread: rounding mode,
+// flush-to-zero, exception masks (x86-64: MXCSR and the x87 control word;
+// arm64: FPCR). It belongs to a fiber, not to the thread that runs it, so a
+// switch that does not carry it saves it before and loads it after.
+struct FpControl {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned Mxcsr;
+    unsigned short X87;
+    std::uint64_t Pack() const {
+        return std::uint64_t{Mxcsr} | (std::uint64_t{X87} << 32);
+    }
+    static FpControl Unpack(std::uint64_t packed) {
+        return FpControl{static_cast<unsigned>(packed & 0xffffffffu),
+                         static_cast<unsigned short>(packed >> 32)};
+    }
+#elif defined(__aarch64__)
+    unsigned Fpcr;
+    std::uint64_t Pack() const {
+        return Fpcr;
+    }
+    static FpControl Unpack(std::uint64_t packed) {
+        return FpControl{static_cast<unsigned>(packed)};
+    }
+#else
+    std::uint64_t Pack() const {
+        return 0;
+    }
+    static FpControl Unpack(std::uint64_t) {
+        return FpControl{};
+    }
+#endif
+};
+
+inline FpControl SaveFpControl() {
+    FpControl state{};
+#if defined(__x86_64__) || defined(__i386__)
+    state.Mxcsr = __builtin_ia32_stmxcsr();
+    asm volatile("fnstcw %0" : "=m"(state.X87));
+#elif defined(__aarch64__)
+    state.Fpcr = __builtin_aarch64_get_fpcr();
+#endif
+    return state;
+}
+
+inline void LoadFpControl(FpControl const &state) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_ldmxcsr(state.Mxcsr);
+    asm volatile("fldcw %0" : : "m"(state.X87));
+#elif defined(__aarch64__)
+    __builtin_aarch64_set_fpcr(state.Fpcr);
+#else
+    (void)state;
+#endif
+}
+
 // Gives the rest of the calling thread's time slice to another thread.
 void YieldThread();
 
 // Sleeps while *word == expected (or until woken; may return spuriously).
+// The OS compares *word with expected atomically with going to sleep (Linux
+// futex, Windows WaitOnAddress), which is what makes "check, then sleep"
+// free of lost wake-ups.
 void FutexWait(std::atomic<std::uint32_t> *word, std::uint32_t expected);
 // The same, giving up after `timeoutNs` nanoseconds.
 void FutexWaitFor(std::atomic<std::uint32_t> *word, std::uint32_t expected, std::uint64_t timeoutNs);
@@ -40,14 +103,65 @@ struct SavedAffinity {
 SavedAffinity SaveAffinity();
 void RestoreAffinity(SavedAffinity const &saved);
 bool PinCurrentThread(int cpu);
+// The CPU the calling thread runs on now (a hint: it may move at once), or -1.
+int CurrentCpu();
 
 std::size_t PageSize();
+
+// `bytes` rounded up to whole pages.
+inline std::size_t RoundUpToPages(std::size_t bytes) {
+    std::size_t const page = PageSize();
+    return (bytes + page - 1) / page * page;
+}
+
+// Writes a byte to each page of [memory, memory + bytes), which makes the
+// system give each its physical page now.
+inline void TouchPages(void *memory, std::size_t bytes) {
+    std::size_t const page = PageSize();
+    for (std::size_t offset = 0; offset < bytes; offset += page) {
+        static_cast<char volatile *>(memory)[offset] = 0;
+    }
+}
+
+// Zeroed memory straight from the OS, in whole pages, given physical pages
+// only when first touched where the OS can. nullptr when refused.
+void *MapPages(std::size_t bytes);
+void UnmapPages(void *memory, std::size_t bytes);
+// Gives [memory, memory + bytes) of a MapPages block its physical pages now,
+// so that the first write later does not fault.
+void PopulatePages(void *memory, std::size_t bytes);
+
+// A fiber stack with one inaccessible guard page below it, so an overflow
+// faults instead of writing over other memory.
+struct StackMemory {
+    void *Mapping = nullptr; // the whole block, guard page included
+    std::size_t MappingSize = 0;
+    void *Low = nullptr; // lowest usable address, just above the guard
+    std::size_t Size = 0;
+};
+// The layout of a stack of `usable` bytes (whole pages) whose block starts
+// at `mapping` with its guard page.
+inline StackMemory GuardedStackAt(void *mapping, std::size_t usable) {
+    std::size_t const page = PageSize();
+    return StackMemory{mapping, usable + page, static_cast<char *>(mapping) + page, usable};
+}
+// `usable` is rounded up to whole pages. False when the memory is refused.
+bool MapStack(std::size_t usable, StackMemory &stack);
+void UnmapStack(void *mapping, std::size_t mappingSize);
 
 // The lowest address of the calling thread's stack, or 0 if it cannot be had.
 std::uintptr_t ThreadStackFloor();
 
 // Monotonic clock in nanoseconds.
-std::uint64_t NowNs();
+inline std::uint64_t NowNs() {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::steady_clock::now().time_since_epoch())
+                                          .count());
+}
+
+// Writes to stderr with one system call and no buffer or lock, so that it
+// works from a fault handler and in a process in a bad state.
+void WriteStderr(char const *text, std::size_t length);
 
 // Adds `n` to a count that only the calling thread writes and others read:
 // a load and a store, no locked instruction. `order` is the store's.

@@ -23,7 +23,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <sched.h>
 #include <system_error>
 
 namespace ftl {
@@ -98,6 +97,7 @@ InitError Scheduler::Start() {
     m_behavior.store(options.Behavior, std::memory_order_relaxed);
 
     Worker &main = m_workers[0];
+    RememberNewFiberFpControl();
     if (!m_pool.Init(options.FiberPoolSize, m_numWorkers, options.FiberStackSize, options.PoolPolicy,
                      options.Callbacks, &Worker::FiberEntry, &main.ThreadFiber())) {
         return InitError::FiberCreationFailed;
@@ -391,7 +391,7 @@ int Scheduler::WorkerOnCallersCpu() const {
     if (!m_options.PinThreads) {
         return -1;
     }
-    int const cpu = sched_getcpu();
+    int const cpu = CurrentCpu();
     for (unsigned i = 0; i < m_numWorkers; ++i) {
         if (m_workers[i].Cpu() == cpu) {
             return static_cast<int>(i);

@@ -115,9 +115,11 @@ std::string FormatWaitingFibers(std::vector<WaitingFiber> const &fibers) {
     for (WaitingFiber const &fiber : fibers) {
         char what[96];
         if (fiber.Kind == WaitKind::Counter) {
-            std::snprintf(what, sizeof what, "counter %p to reach %u", fiber.Object, fiber.Target);
+            std::snprintf(what, sizeof what, "counter 0x%" PRIxPTR " to reach %u",
+                          reinterpret_cast<std::uintptr_t>(fiber.Object), fiber.Target);
         } else if (fiber.Object != nullptr) {
-            std::snprintf(what, sizeof what, "%s %p", WaitKindName(fiber.Kind), fiber.Object);
+            std::snprintf(what, sizeof what, "%s 0x%" PRIxPTR, WaitKindName(fiber.Kind),
+                          reinterpret_cast<std::uintptr_t>(fiber.Object));
         } else {
             std::snprintf(what, sizeof what, "%s", WaitKindName(fiber.Kind));
         }

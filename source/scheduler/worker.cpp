@@ -8,6 +8,7 @@
 #include "scheduler/wait.h"
 #include "waitables/counter_ops.h"
 
+#include <cinttypes>
 #include <exception>
 
 namespace ftl {
@@ -92,7 +93,7 @@ void Worker::Init(Scheduler *scheduler, GlobalQueue *globalQueues, unsigned inde
 
 // ---- The thread ----
 
-void Worker::EnterThread(bool reported, bool pin, bool altStack) {
+void Worker::EnterThread(bool reported, bool pin, bool faultStack) {
     SetCurrentWorker(this);
     if (pin) {
         PinCurrentThread(m_cpu);
@@ -100,14 +101,14 @@ void Worker::EnterThread(bool reported, bool pin, bool altStack) {
     AdoptThreadStack(m_threadFiber, m_index, reported);
     m_threadFiber.CurrentWorker = this; // it runs without a switch into it
     m_currentFiber = &m_threadFiber;
-    if (altStack) {
-        m_altStack.Enter();
+    if (faultStack) {
+        m_faultStack.Enter();
     }
     m_tickStartNs = NowNs(); // the first tick's EWMA sample starts here
 }
 
 void Worker::LeaveThread() {
-    m_altStack.Leave();
+    m_faultStack.Leave();
     ReleaseThreadStack(m_threadFiber);
     SetCurrentWorker(nullptr);
 }
@@ -477,9 +478,10 @@ void Worker::TaskThrew(TaskItem const &item) {
     } catch (...) {
     }
     if (item.Counter == nullptr) {
-        FTL_FATAL("an exception escaped a task without a TaskCounter (function %p, argument %p)%s%s",
-                  reinterpret_cast<void *>(item.Function), item.Arg, what != nullptr ? ": " : "",
-                  what != nullptr ? what : "");
+        FTL_FATAL("an exception escaped a task without a TaskCounter (function 0x%" PRIxPTR
+                  ", argument 0x%" PRIxPTR ")%s%s",
+                  reinterpret_cast<std::uintptr_t>(item.Function), reinterpret_cast<std::uintptr_t>(item.Arg),
+                  what != nullptr ? ": " : "", what != nullptr ? what : "");
     }
     CounterOps::KeepError(*item.Counter, std::current_exception());
 }

@@ -105,9 +105,9 @@ public:
     // --- The thread ---
     // The calling thread becomes this worker: its stack is the worker's
     // thread fiber (pool index Index(); `reported` as in Fiber::Reported),
-    // pinned to Cpu() when `pin`, with an alternate signal stack when
-    // `altStack`.
-    void EnterThread(bool reported, bool pin, bool altStack);
+    // pinned to Cpu() when `pin`, with room for the fault handler to report
+    // a stack overflow when `faultStack`.
+    void EnterThread(bool reported, bool pin, bool faultStack);
     void LeaveThread();
     std::thread &Thread() { return m_thread; }
     // Worker threads 1..n-1: hands the thread to the worker's first pool
@@ -265,7 +265,7 @@ private:
     std::uint32_t m_rng = 1;
     int m_cpu = -1;
     std::thread m_thread;
-    AltSignalStack m_altStack;
+    FaultHandlerStack m_faultStack;
     TraceBuffer *m_trace = nullptr;
     EventCallbacks const *m_callbacks = nullptr;
 

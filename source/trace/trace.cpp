@@ -1,20 +1,17 @@
 #include "trace/trace.h"
 
 #include "ftl/callbacks.h"
+#include "platform/symbols.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <cxxabi.h>
-#include <elf.h>
 #include <iterator>
-#include <link.h>
 #include <map>
 #include <mutex>
-#include <sys/mman.h>
 #include <unordered_map>
 #include <vector>
 
@@ -25,17 +22,10 @@ TraceBuffer::TraceBuffer(std::size_t capacity) : m_events(nullptr), m_capacity(c
     if (capacity > kMaxTraceEvents) {
         m_capacity = capacity = kMaxTraceEvents;
     }
-    std::size_t const bytes = capacity * sizeof(TraceEvent);
-    void *memory =
-        mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (memory == MAP_FAILED) {
+    m_events = static_cast<TraceEvent *>(MapPages(capacity * sizeof(TraceEvent)));
+    if (m_events == nullptr) {
         m_capacity = 0; // every event counts as not recorded, and is reported
-        return;
     }
-#if defined(MADV_HUGEPAGE)
-    madvise(memory, bytes, MADV_HUGEPAGE);
-#endif
-    m_events = static_cast<TraceEvent *>(memory);
 }
 
 void TraceBuffer::Populate() {
@@ -46,121 +36,18 @@ void TraceBuffer::Populate() {
     if (m_events == nullptr || bytes == 0) {
         return;
     }
-#if defined(MADV_POPULATE_WRITE)
-    if (madvise(m_events, bytes, MADV_POPULATE_WRITE) == 0 || errno == ENOMEM) {
-        return;
-    }
-#endif
-    // Older kernels: touch each page.
-    std::size_t const page = PageSize();
-    for (std::size_t offset = 0; offset < bytes; offset += page) {
-        reinterpret_cast<char volatile *>(m_events)[offset] = 0;
-    }
+    PopulatePages(m_events, bytes);
 }
 
 TraceBuffer::~TraceBuffer() {
     if (m_events != nullptr) {
-        munmap(m_events, m_capacity * sizeof(TraceEvent));
+        UnmapPages(m_events, m_capacity * sizeof(TraceEvent));
     }
 }
 
 // ---- Names: the symbol tables of the loaded objects ----
 
 namespace {
-
-struct Symbol {
-    std::uintptr_t Start;
-    std::uintptr_t Size;
-    std::string Name;
-};
-
-// One loaded object's function symbols (.symtab, or .dynsym when stripped),
-// sorted by address, relative to its load base.
-std::vector<Symbol> ReadSymbols(std::string const &path) {
-    std::vector<char> image;
-    if (std::FILE *file = std::fopen(path.c_str(), "rb")) {
-        char buffer[65536];
-        std::size_t n;
-        while ((n = std::fread(buffer, 1, sizeof buffer, file)) != 0) {
-            image.insert(image.end(), buffer, buffer + n);
-        }
-        std::fclose(file);
-    }
-    std::vector<Symbol> symbols;
-    if (image.size() < sizeof(Elf64_Ehdr)) {
-        return symbols;
-    }
-    Elf64_Ehdr header;
-    std::memcpy(&header, image.data(), sizeof(header));
-    // Every range is checked as "offset <= size && length <= size - offset":
-    // a sum could wrap.
-    auto const fits = [&image](std::uint64_t offset, std::uint64_t length) {
-        return offset <= image.size() && length <= image.size() - offset;
-    };
-    if (std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0 || header.e_ident[EI_CLASS] != ELFCLASS64 ||
-        header.e_shoff == 0 || !fits(header.e_shoff, std::uint64_t{header.e_shnum} * sizeof(Elf64_Shdr))) {
-        return symbols;
-    }
-    std::vector<Elf64_Shdr> sections(header.e_shnum);
-    std::memcpy(sections.data(), image.data() + header.e_shoff, sections.size() * sizeof(Elf64_Shdr));
-    for (std::uint32_t wanted : {std::uint32_t{SHT_SYMTAB}, std::uint32_t{SHT_DYNSYM}}) {
-        for (Elf64_Shdr const &section : sections) {
-            if (section.sh_type != wanted || section.sh_link >= sections.size() ||
-                !fits(section.sh_offset, section.sh_size)) {
-                continue;
-            }
-            Elf64_Shdr const &strings = sections[section.sh_link];
-            if (!fits(strings.sh_offset, strings.sh_size)) {
-                continue;
-            }
-            std::size_t const n = section.sh_size / sizeof(Elf64_Sym);
-            for (std::size_t i = 0; i < n; ++i) {
-                Elf64_Sym symbol;
-                std::memcpy(&symbol, image.data() + section.sh_offset + i * sizeof(Elf64_Sym),
-                            sizeof(symbol));
-                if (ELF64_ST_TYPE(symbol.st_info) != STT_FUNC || symbol.st_value == 0 ||
-                    symbol.st_name >= strings.sh_size) {
-                    continue;
-                }
-                char const *name = image.data() + strings.sh_offset + symbol.st_name;
-                symbols.push_back(Symbol{symbol.st_value, symbol.st_size,
-                                         std::string(name, strnlen(name, strings.sh_size - symbol.st_name))});
-            }
-        }
-        if (!symbols.empty()) {
-            break; // .symtab has everything .dynsym has
-        }
-    }
-    // Aliases share an address: the one sorted last (by name) wins, whatever
-    // the table's order.
-    std::sort(symbols.begin(), symbols.end(), [](Symbol const &a, Symbol const &b) {
-        return a.Start != b.Start ? a.Start < b.Start : a.Name < b.Name;
-    });
-    return symbols;
-}
-
-struct Found {
-    std::uintptr_t Base = 0;
-    std::string Path;
-    bool Hit = false;
-};
-
-int FindObject(dl_phdr_info *info, std::size_t, void *data) {
-    auto *found = static_cast<std::pair<std::uintptr_t, Found> *>(data);
-    std::uintptr_t const address = found->first;
-    for (unsigned i = 0; i < info->dlpi_phnum; ++i) {
-        ElfW(Phdr) const &segment = info->dlpi_phdr[i];
-        std::uintptr_t const start = info->dlpi_addr + segment.p_vaddr;
-        if (segment.p_type == PT_LOAD && address >= start && address < start + segment.p_memsz) {
-            found->second.Base = info->dlpi_addr;
-            found->second.Path =
-                info->dlpi_name != nullptr && info->dlpi_name[0] != '\0' ? info->dlpi_name : "/proc/self/exe";
-            found->second.Hit = true;
-            return 1;
-        }
-    }
-    return 0;
-}
 
 bool EndsWith(std::string const &text, std::size_t end, char const *suffix) {
     std::size_t const n = std::strlen(suffix);
@@ -251,32 +138,10 @@ std::string LastTemplateArgument(std::string const &name) {
 } // namespace
 
 std::string CodeName(void const *code) {
-    // Never destroyed: a scheduler destroyed at exit may still name functions.
-    static std::mutex &lock = *new std::mutex;
-    static auto &objects = *new std::map<std::string, std::vector<Symbol>>;
-    std::pair<std::uintptr_t, Found> query{reinterpret_cast<std::uintptr_t>(code), Found{}};
-    dl_iterate_phdr(&FindObject, &query);
-    std::string name;
-    if (query.second.Hit) {
-        std::lock_guard<std::mutex> const guard(lock);
-        auto it = objects.find(query.second.Path);
-        if (it == objects.end()) {
-            it = objects.emplace(query.second.Path, ReadSymbols(query.second.Path)).first;
-        }
-        std::vector<Symbol> const &symbols = it->second;
-        std::uintptr_t const offset = query.first - query.second.Base;
-        auto after = std::upper_bound(symbols.begin(), symbols.end(), offset,
-                                      [](std::uintptr_t value, Symbol const &s) { return value < s.Start; });
-        if (after != symbols.begin()) {
-            Symbol const &symbol = *std::prev(after);
-            if (offset < symbol.Start + std::max<std::uintptr_t>(symbol.Size, 1)) {
-                name = symbol.Name;
-            }
-        }
-    }
+    std::string name = SymbolName(code);
     if (name.empty()) {
         char text[32];
-        std::snprintf(text, sizeof text, "%p", code);
+        std::snprintf(text, sizeof text, "0x%" PRIxPTR, reinterpret_cast<std::uintptr_t>(code));
         return text;
     }
     int status = 0;
@@ -482,8 +347,9 @@ public:
                     break;
                 case TraceKind::Suspend: {
                     char text[96];
-                    std::snprintf(text, sizeof text, "%s %p, target %u", static_cast<char const *>(event.B),
-                                  event.A, event.Aux);
+                    std::snprintf(text, sizeof text, "%s 0x%" PRIxPTR ", target %u",
+                                  static_cast<char const *>(event.B),
+                                  reinterpret_cast<std::uintptr_t>(event.A), event.Aux);
                     wait = text;
                     for (Open &open : stack) {
                         Piece(open, Ns(event.Ticks), wait);

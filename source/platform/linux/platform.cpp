@@ -1,10 +1,12 @@
+// The platform layer on Linux: futex, sched_*affinity, mmap.
 #include "platform/platform.h"
 
-#include <chrono>
+#include <cerrno>
 #include <ctime>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -16,9 +18,7 @@ void YieldThread() {
 }
 
 void FutexWait(std::atomic<std::uint32_t> *word, std::uint32_t expected) {
-    // std::atomic<uint32_t> is layout-compatible with uint32_t on Linux; the
-    // kernel compares *word with expected atomically with going to sleep, which
-    // is what makes "check, then sleep" free of lost wake-ups.
+    // std::atomic<uint32_t> is layout-compatible with uint32_t on Linux.
     syscall(SYS_futex, reinterpret_cast<std::uint32_t *>(word), FUTEX_WAIT_PRIVATE, expected, nullptr,
             nullptr, 0);
 }
@@ -76,12 +76,64 @@ bool PinCurrentThread(int cpu) {
     return pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0;
 }
 
+int CurrentCpu() {
+    return sched_getcpu();
+}
+
 std::size_t PageSize() {
     static std::size_t const size = [] {
         long const page = sysconf(_SC_PAGESIZE);
         return page > 0 ? static_cast<std::size_t>(page) : std::size_t(4096);
     }();
     return size;
+}
+
+void *MapPages(std::size_t bytes) {
+    void *memory =
+        mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (memory == MAP_FAILED) {
+        return nullptr;
+    }
+#if defined(MADV_HUGEPAGE)
+    // Fewer page faults and TLB misses for large blocks, where the system
+    // gives huge pages.
+    madvise(memory, bytes, MADV_HUGEPAGE);
+#endif
+    return memory;
+}
+
+void UnmapPages(void *memory, std::size_t bytes) {
+    munmap(memory, bytes);
+}
+
+void PopulatePages(void *memory, std::size_t bytes) {
+#if defined(MADV_POPULATE_WRITE)
+    if (madvise(memory, bytes, MADV_POPULATE_WRITE) == 0 || errno == ENOMEM) {
+        return;
+    }
+#endif
+    TouchPages(memory, bytes); // older kernels
+}
+
+bool MapStack(std::size_t usable, StackMemory &stack) {
+    std::size_t const page = PageSize();
+    usable = RoundUpToPages(usable);
+    std::size_t const mappingSize = usable + page; // one guard page below the stack
+    void *mapping = mmap(nullptr, mappingSize, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (mapping == MAP_FAILED) {
+        return false;
+    }
+    if (mprotect(mapping, page, PROT_NONE) != 0) {
+        munmap(mapping, mappingSize);
+        return false;
+    }
+    stack = GuardedStackAt(mapping, usable);
+    return true;
+}
+
+void UnmapStack(void *mapping, std::size_t mappingSize) {
+    munmap(mapping, mappingSize);
 }
 
 std::uintptr_t ThreadStackFloor() {
@@ -96,10 +148,9 @@ std::uintptr_t ThreadStackFloor() {
     return result == 0 ? reinterpret_cast<std::uintptr_t>(address) : 0;
 }
 
-std::uint64_t NowNs() {
-    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                          std::chrono::steady_clock::now().time_since_epoch())
-                                          .count());
+void WriteStderr(char const *text, std::size_t length) {
+    ssize_t const ignored = write(STDERR_FILENO, text, length);
+    (void)ignored;
 }
 
 } // namespace detail

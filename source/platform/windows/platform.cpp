@@ -1,0 +1,164 @@
+// The platform layer on Windows: WaitOnAddress, thread affinity masks,
+// VirtualAlloc. One processor group: a process sees at most 64 CPUs here.
+#include "platform/platform.h"
+
+#include "platform/windows/win32.h"
+
+namespace ftl {
+namespace detail {
+
+void YieldThread() {
+    SwitchToThread();
+}
+
+void FutexWait(std::atomic<std::uint32_t> *word, std::uint32_t expected) {
+    // WaitOnAddress compares the bytes at `word` with `expected` and sleeps
+    // while they are equal, with no wake-up lost in between.
+    WaitOnAddress(reinterpret_cast<void volatile *>(word), &expected, sizeof(expected), INFINITE);
+}
+
+void FutexWaitFor(std::atomic<std::uint32_t> *word, std::uint32_t expected, std::uint64_t timeoutNs) {
+    // Whole milliseconds, rounded up: a wait must never end early on purpose
+    // (and a timeout of 0 would not sleep at all).
+    std::uint64_t const ms = (timeoutNs + 999999u) / 1000000u;
+    DWORD const timeout = ms >= INFINITE ? INFINITE - 1 : static_cast<DWORD>(ms);
+    WaitOnAddress(reinterpret_cast<void volatile *>(word), &expected, sizeof(expected), timeout);
+}
+
+void FutexWake(std::atomic<std::uint32_t> *word, int count) {
+    if (count == 1) {
+        WakeByAddressSingle(reinterpret_cast<void *>(word));
+    } else {
+        WakeByAddressAll(reinterpret_cast<void *>(word));
+    }
+}
+
+namespace {
+
+DWORD_PTR ProcessMask() {
+    DWORD_PTR process = 0;
+    DWORD_PTR system = 0;
+    if (GetProcessAffinityMask(GetCurrentProcess(), &process, &system) == 0 || process == 0) {
+        return 1;
+    }
+    return process;
+}
+
+std::vector<int> MaskCpus(DWORD_PTR mask) {
+    std::vector<int> cpus;
+    for (int cpu = 0; cpu < static_cast<int>(sizeof(mask) * 8); ++cpu) {
+        if ((mask >> cpu) & 1u) {
+            cpus.push_back(cpu);
+        }
+    }
+    return cpus;
+}
+
+DWORD_PTR CpusMask(std::vector<int> const &cpus) {
+    DWORD_PTR mask = 0;
+    for (int cpu : cpus) {
+        if (cpu >= 0 && cpu < static_cast<int>(sizeof(mask) * 8)) {
+            mask |= DWORD_PTR{1} << cpu;
+        }
+    }
+    return mask;
+}
+
+} // namespace
+
+std::vector<int> AllowedCpus() {
+    // Windows has no call that reads a thread's mask: setting one returns
+    // the previous, which is put straight back.
+    DWORD_PTR const process = ProcessMask();
+    DWORD_PTR const previous = SetThreadAffinityMask(GetCurrentThread(), process);
+    if (previous != 0) {
+        SetThreadAffinityMask(GetCurrentThread(), previous);
+        return MaskCpus(previous & process);
+    }
+    return MaskCpus(process);
+}
+
+SavedAffinity SaveAffinity() {
+    return SavedAffinity{AllowedCpus()};
+}
+
+void RestoreAffinity(SavedAffinity const &saved) {
+    DWORD_PTR const mask = CpusMask(saved.Cpus);
+    if (mask != 0) {
+        SetThreadAffinityMask(GetCurrentThread(), mask);
+    }
+}
+
+bool PinCurrentThread(int cpu) {
+    if (cpu < 0 || cpu >= static_cast<int>(sizeof(DWORD_PTR) * 8)) {
+        return false;
+    }
+    return SetThreadAffinityMask(GetCurrentThread(), DWORD_PTR{1} << cpu) != 0;
+}
+
+int CurrentCpu() {
+    return static_cast<int>(GetCurrentProcessorNumber());
+}
+
+std::size_t PageSize() {
+    static std::size_t const size = [] {
+        SYSTEM_INFO info;
+        GetSystemInfo(&info);
+        return info.dwPageSize > 0 ? static_cast<std::size_t>(info.dwPageSize) : std::size_t(4096);
+    }();
+    return size;
+}
+
+void *MapPages(std::size_t bytes) {
+    return VirtualAlloc(nullptr, bytes, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE);
+}
+
+void UnmapPages(void *memory, std::size_t /*bytes*/) {
+    VirtualFree(memory, 0, MEM_RELEASE);
+}
+
+void PopulatePages(void *memory, std::size_t bytes) {
+    // Committed pages get their physical page at the first touch.
+    TouchPages(memory, bytes);
+}
+
+bool MapStack(std::size_t usable, StackMemory &stack) {
+    std::size_t const page = PageSize();
+    usable = RoundUpToPages(usable);
+    std::size_t const mappingSize = usable + page; // one guard page below the stack
+    void *mapping = VirtualAlloc(nullptr, mappingSize, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE);
+    if (mapping == nullptr) {
+        return false;
+    }
+    DWORD old = 0;
+    if (VirtualProtect(mapping, page, PAGE_NOACCESS, &old) == 0) {
+        VirtualFree(mapping, 0, MEM_RELEASE);
+        return false;
+    }
+    stack = GuardedStackAt(mapping, usable);
+    return true;
+}
+
+void UnmapStack(void *mapping, std::size_t /*mappingSize*/) {
+    VirtualFree(mapping, 0, MEM_RELEASE);
+}
+
+std::uintptr_t ThreadStackFloor() {
+    // The low end of the reservation holds the system's guard pages and the
+    // stack guarantee; frames never reach them.
+    ULONG_PTR low = 0;
+    ULONG_PTR high = 0;
+    GetCurrentThreadStackLimits(&low, &high);
+    return low == 0 ? 0 : static_cast<std::uintptr_t>(low) + 64 * 1024;
+}
+
+void WriteStderr(char const *text, std::size_t length) {
+    DWORD written = 0;
+    HANDLE const handle = GetStdHandle(STD_ERROR_HANDLE);
+    if (handle != nullptr && handle != INVALID_HANDLE_VALUE) {
+        WriteFile(handle, text, static_cast<DWORD>(length), &written, nullptr);
+    }
+}
+
+} // namespace detail
+} // namespace ftl
