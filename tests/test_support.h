@@ -1,6 +1,10 @@
 // Helpers shared by the tests: the thread counts every scheduler test runs at,
 // tasks made from lambdas, bounded waits for code outside the scheduler, CPU
-// time, and a runner for misuse ("death") tests in a child process.
+// time, thread affinity, and a runner for misuse ("death") tests in a child
+// process.
+//
+// On Windows, the helpers that need <windows.h> are defined in main.cpp:
+// its macros (Yield(), for one) would break ftl's headers and the tests.
 //
 // Catch2's assertion macros are not thread-safe, and an exception must never
 // unwind through a fiber switch: tasks never use REQUIRE/CHECK. They record
@@ -25,12 +29,18 @@
 #include <thread>
 #include <vector>
 
+#if defined(_WIN32)
+#include <bitset>
+#include <cstdlib>
+#else
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#endif
 
 // The thread counts scheduler tests run at: one, two, an odd count, and more
 // threads than the machine's cores (CI machines have 2). A macro, because
@@ -156,6 +166,9 @@ inline void BusyMicros(unsigned micros) {
 }
 
 // CPU time of the whole process (all threads), user plus system, in seconds.
+#if defined(_WIN32)
+double ProcessCpuSeconds();
+#else
 inline double ProcessCpuSeconds() {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
@@ -164,24 +177,168 @@ inline double ProcessCpuSeconds() {
     };
     return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
+#endif
 
+// The CPUs the process may run on (Windows: those of its affinity mask).
+#if defined(_WIN32)
+unsigned AllowedCpuCount();
+#else
 inline unsigned AllowedCpuCount() {
     cpu_set_t set;
     CPU_ZERO(&set);
     sched_getaffinity(0, sizeof(set), &set);
     return static_cast<unsigned>(CPU_COUNT(&set));
 }
+#endif
+
+// Sets an environment variable where the library's getenv reads it (on
+// Windows, the C runtime's copy of the environment).
+inline void SetEnv(char const *name, char const *value) {
+#if defined(_WIN32)
+    _putenv_s(name, value);
+#else
+    setenv(name, value, 1);
+#endif
+}
+
+// The id of the test process, the same in the children of its RunInChild
+// calls: a file name made from it names the same file in a child that
+// reruns the test case's code (Windows) as in the parent.
+#if defined(_WIN32)
+unsigned long TestProcessId();
+#else
+inline unsigned long TestProcessId() {
+    return static_cast<unsigned long>(getpid());
+}
+#endif
+
+// The operating system's thread the caller runs on, to tell whether a fiber
+// resumed on the thread it left.
+#if defined(_WIN32)
+using OsThreadId = unsigned long;
+OsThreadId CurrentOsThread();
+inline bool SameOsThread(OsThreadId a, OsThreadId b) {
+    return a == b;
+}
+#else
+using OsThreadId = pthread_t;
+inline OsThreadId CurrentOsThread() {
+    return pthread_self();
+}
+inline bool SameOsThread(OsThreadId a, OsThreadId b) {
+    return pthread_equal(a, b) != 0;
+}
+#endif
+
+// A thread's affinity mask: the CPUs it may run on. On Windows, one bit per
+// CPU of the process's processor group.
+#if defined(_WIN32)
+using CpuMask = std::uint64_t;
+// Windows has no call that reads a thread's mask: main.cpp sets the
+// process's mask and puts the previous one back.
+CpuMask CurrentThreadCpus();
+bool SetCurrentThreadCpus(CpuMask const &mask);
+inline std::size_t CpuCount(CpuMask const &mask) {
+    return std::bitset<64>(mask).count();
+}
+inline bool HasCpu(CpuMask const &mask, std::size_t cpu) {
+    return cpu < 64 && ((mask >> cpu) & 1u) != 0;
+}
+inline bool SameCpus(CpuMask const &a, CpuMask const &b) {
+    return a == b;
+}
+inline CpuMask OnlyCpu(std::size_t cpu) {
+    return CpuMask{1} << cpu;
+}
+inline std::size_t CpuLimit() {
+    return 64;
+}
+#else
+using CpuMask = cpu_set_t;
+inline CpuMask CurrentThreadCpus() {
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    pthread_getaffinity_np(pthread_self(), sizeof(mask), &mask);
+    return mask;
+}
+inline bool SetCurrentThreadCpus(CpuMask const &mask) {
+    return pthread_setaffinity_np(pthread_self(), sizeof(mask), &mask) == 0;
+}
+inline std::size_t CpuCount(CpuMask const &mask) {
+    return static_cast<std::size_t>(CPU_COUNT(&mask));
+}
+inline bool HasCpu(CpuMask const &mask, std::size_t cpu) {
+    return CPU_ISSET(cpu, &mask);
+}
+inline bool SameCpus(CpuMask const &a, CpuMask const &b) {
+    return CPU_EQUAL(&a, &b);
+}
+inline CpuMask OnlyCpu(std::size_t cpu) {
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    CPU_SET(cpu, &mask);
+    return mask;
+}
+inline std::size_t CpuLimit() {
+    return std::size_t{CPU_SETSIZE};
+}
+#endif
+
+// The CPUs of a mask, in increasing order.
+inline std::vector<std::size_t> CpusOf(CpuMask const &mask) {
+    std::vector<std::size_t> cpus;
+    for (std::size_t cpu = 0; cpu < CpuLimit(); ++cpu) {
+        if (HasCpu(mask, cpu)) {
+            cpus.push_back(cpu);
+        }
+    }
+    return cpus;
+}
+
+// A fault for the library's fault handler to pass on, being no fiber's stack
+// overflow: SIGSEGV sent to the process; on Windows, a real access violation
+// (a write to address 16), since a Windows handler sees exceptions, not
+// signals.
+#if defined(_WIN32)
+void RaiseAccessFault();
+#else
+inline void RaiseAccessFault() {
+    std::raise(SIGSEGV);
+}
+#endif
 
 struct ChildResult {
     bool Exited = false;
     int ExitCode = 0;
+    // Killed by a signal. On Windows: ended by an exception nothing handled,
+    // whose code (an NTSTATUS such as 0xC0000005) is then the Signal.
     bool Signaled = false;
     int Signal = 0;
     bool TimedOut = false;
     std::string Stderr;
 
-    // Killed by SIGABRT, or exited with a non-zero status: how a fatal error ends.
-    bool Died() const { return !TimedOut && ((Signaled && Signal == SIGABRT) || (Exited && ExitCode != 0)); }
+    // Ended by abort(): SIGABRT; on Windows, the exit code 3 that the C
+    // runtime's abort() gives.
+    bool Aborted() const {
+#if defined(_WIN32)
+        return Exited && ExitCode == 3;
+#else
+        return Signaled && Signal == SIGABRT;
+#endif
+    }
+    // Ended by a fault nothing handled: SIGSEGV; on Windows, an access
+    // violation (0xC0000005).
+    bool AccessFault() const {
+#if defined(_WIN32)
+        return Signaled && static_cast<unsigned>(Signal) == 0xC0000005u;
+#else
+        return Signaled && Signal == SIGSEGV;
+#endif
+    }
+    // Aborted, or exited with a non-zero status: how a fatal error ends.
+    bool Died() const {
+        return !TimedOut && (Aborted() || (Exited && ExitCode != 0));
+    }
     // Case-insensitive search of what the child wrote to stderr.
     bool StderrHas(std::string const &phrase) const {
         auto const lower = [](std::string text) {
@@ -193,6 +350,61 @@ struct ChildResult {
         return lower(Stderr).find(lower(phrase)) != std::string::npos;
     }
 };
+
+#if defined(_WIN32)
+
+namespace detail {
+
+// The part a RunInChild call plays (main.cpp numbers the calls of each test
+// case and decides).
+struct ChildCall {
+    enum class Role {
+        Start,  // the test process: start a child for this call
+        Replay, // a child, at a call before its own: return what the parent saw
+        Run,    // a child, at its own call: run the body, then end the process
+    };
+    Role What = Role::Start;
+    unsigned Index = 0;
+    ChildResult Stored; // Replay: the parent's result of this call
+};
+
+ChildCall NextChildCall();
+ChildResult StartChild(unsigned index, std::chrono::seconds timeout);
+// Ends the child with status 0 once its body has returned, as _exit(0)
+// would: no destructors, no atexit handlers.
+[[noreturn]] void EndChild();
+
+} // namespace detail
+
+// Runs body() in a child process whose stderr goes into a pipe, then ends the
+// child with status 0. Returns how the child ended and what it wrote to
+// stderr. A child that runs longer than the timeout is killed and reported
+// as TimedOut.
+//
+// Windows has no fork: the child is this program again, told (main.cpp) to
+// run only the current test case, and in it only this call's body. Catch2
+// runs a test case the same way in both processes, once per leaf SECTION and
+// GENERATE value, so the RunInChild calls of a test case are numbered, and
+// in the child the calls before its own return the results the parent got
+// from them. The code of the test case before a RunInChild call is thus
+// run again in the child: it must take the same path there (files it reads,
+// the time, thread ids), and paths it makes should use TestProcessId().
+template <class Body>
+ChildResult RunInChild(Body body, std::chrono::seconds timeout = std::chrono::seconds(30)) {
+    detail::ChildCall const call = detail::NextChildCall();
+    switch (call.What) {
+    case detail::ChildCall::Role::Replay:
+        return call.Stored;
+    case detail::ChildCall::Role::Run:
+        body();
+        detail::EndChild();
+    case detail::ChildCall::Role::Start:
+        break;
+    }
+    return detail::StartChild(call.Index, timeout);
+}
+
+#else
 
 // Runs body() in a forked child whose stderr goes into a pipe, then _exit(0).
 // Returns how the child ended and what it wrote to stderr. The parent must not
@@ -279,5 +491,7 @@ ChildResult RunInChild(Body body, std::chrono::seconds timeout = std::chrono::se
     }
     return result;
 }
+
+#endif
 
 } // namespace ftl_test

@@ -1,5 +1,5 @@
 // Faults and late misuse end in a clear message, never a hang or silent
-// corruption: each case runs in a forked child whose exit and stderr are
+// corruption: each case runs in a child process whose exit and stderr are
 // checked (see RunInChild in test_support.h).
 #include "ftl/atomic_counter.h"
 #include "ftl/task_counter.h"
@@ -7,7 +7,6 @@
 #include "scheduler/mechanisms.h"
 #include "test_support.h"
 
-#include <csignal>
 #include <cstring>
 #include <new>
 #include <sstream>
@@ -86,11 +85,10 @@ TEST_CASE("A stack overflow in a task run inline on the Init thread's own stack 
 TEST_CASE("Faults that are not a fiber overflow go to the previous handler", "[faults]") {
     ChildResult const result = RunInChild([] {
         RunOneTask(
-            2, [](ftl::TaskScheduler *, void *) { std::raise(SIGSEGV); }, nullptr);
+            2, [](ftl::TaskScheduler *, void *) { ftl_test::RaiseAccessFault(); }, nullptr);
     });
     INFO("child stderr:\n" << result.Stderr);
-    REQUIRE(result.Signaled);
-    REQUIRE(result.Signal == SIGSEGV);
+    REQUIRE(result.AccessFault());
     REQUIRE_FALSE(result.StderrHas("stack overflow"));
 }
 

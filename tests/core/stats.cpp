@@ -162,7 +162,7 @@ TEST_CASE("GetStats shows the fibers parked tasks hold, and the pool's growth", 
 
 TEST_CASE("FTL_STATS=1 prints the table when the scheduler is destroyed", "[stats]") {
     ftl_test::ChildResult const child = ftl_test::RunInChild([] {
-        setenv("FTL_STATS", "1", 1);
+        ftl_test::SetEnv("FTL_STATS", "1");
         ftl::TaskScheduler ts;
         if (ts.Init(Options(1)) != 0) {
             std::_Exit(3);

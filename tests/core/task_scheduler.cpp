@@ -13,9 +13,11 @@
 #include <thread>
 #include <vector>
 
-#include <pthread.h>
-#include <sched.h>
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#else
 #include <xmmintrin.h>
+#endif
 
 using ftl_test::ClearFlag;
 using ftl_test::FibCall;
@@ -471,10 +473,10 @@ TEST_CASE("Pinned waits resume on the thread they waited on", "[scheduler]") {
     auto pinnedWaiter = [&](ftl::TaskScheduler *taskScheduler) {
         for (unsigned round = 0; round < kRounds; ++round) {
             unsigned const before = taskScheduler->GetCurrentThreadIndex();
-            pthread_t const osBefore = pthread_self();
+            ftl_test::OsThreadId const osBefore = ftl_test::CurrentOsThread();
             WaitOnce(taskScheduler, round, true);
             unsigned const after = taskScheduler->GetCurrentThreadIndex();
-            if (after != before || !pthread_equal(osBefore, pthread_self())) {
+            if (after != before || !ftl_test::SameOsThread(osBefore, ftl_test::CurrentOsThread())) {
                 stats.Moved.fetch_add(1);
             }
             if (after >= taskScheduler->GetThreadCount()) {
@@ -548,20 +550,72 @@ struct FloatResults {
     }
 };
 
+// Four floats in a SIMD register: SSE on x86-64, NEON on arm64.
+#if defined(__aarch64__)
+using Simd = float32x4_t;
+Simd SimdSet(float a, float b, float c, float d) {
+    float const lanes[4] = {d, c, b, a}; // _mm_set_ps order: a is the highest lane
+    return vld1q_f32(lanes);
+}
+Simd SimdSplat(float a) {
+    return vdupq_n_f32(a);
+}
+Simd SimdMulAdd(Simd v, Simd factor, Simd addend) {
+    return vaddq_f32(vmulq_f32(v, factor), addend);
+}
+void SimdStore(float *out, Simd v) {
+    vst1q_f32(out, v);
+}
+// The rounding-mode bits of the floating-point control register: FPCR.RMode.
+unsigned FpControl() {
+    return static_cast<unsigned>(__builtin_aarch64_get_fpcr());
+}
+void SetFpControl(unsigned value) {
+    __builtin_aarch64_set_fpcr(value);
+}
+constexpr unsigned kRoundingMask = 0xC00000;   // FPCR.RMode
+constexpr unsigned kRoundUpControl = 0x400000; // RMode = 01b: toward +infinity
+constexpr unsigned kRoundNearestControl = 0x0; // RMode = 00b
+#else
+using Simd = __m128;
+Simd SimdSet(float a, float b, float c, float d) {
+    return _mm_set_ps(a, b, c, d);
+}
+Simd SimdSplat(float a) {
+    return _mm_set1_ps(a);
+}
+Simd SimdMulAdd(Simd v, Simd factor, Simd addend) {
+    return _mm_add_ps(_mm_mul_ps(v, factor), addend);
+}
+void SimdStore(float *out, Simd v) {
+    _mm_storeu_ps(out, v);
+}
+// The SSE control and status register, whose RC bits are the rounding mode.
+unsigned FpControl() {
+    return _mm_getcsr();
+}
+void SetFpControl(unsigned value) {
+    _mm_setcsr(value);
+}
+constexpr unsigned kRoundingMask = 0x6000;     // MXCSR.RC
+constexpr unsigned kRoundUpControl = 0x4000;   // RC = 10b: toward +infinity
+constexpr unsigned kRoundNearestControl = 0x0; // RC = 00b
+#endif
+
 // The computation of the float test; with ts == nullptr it never waits, which
 // gives the expected bits.
 FloatResults FloatWork(ftl::TaskScheduler *ts, unsigned seed) {
     double acc = 1.0 + static_cast<double>(seed) * 0.001;
     float facc = 0.5f + static_cast<float>(seed) * 0.25f;
     volatile double vacc = static_cast<double>(seed) / 7.0;
-    __m128 vec = _mm_set_ps(static_cast<float>(seed), 1.5f, -2.25f, 0.1f);
-    __m128 const factor = _mm_set1_ps(1.0009765625f);
-    __m128 const addend = _mm_set_ps(0.3f, -0.7f, 1.1f, 0.013f);
+    Simd vec = SimdSet(static_cast<float>(seed), 1.5f, -2.25f, 0.1f);
+    Simd const factor = SimdSplat(1.0009765625f);
+    Simd const addend = SimdSet(0.3f, -0.7f, 1.1f, 0.013f);
     for (int step = 0; step < 6; ++step) {
         acc = acc * 1.000000119 + 0.1 * static_cast<double>(step);
         facc = facc * 1.125f - 0.3f;
         vacc = vacc * 3.0000001 - 1.0 / 3.0;
-        vec = _mm_add_ps(_mm_mul_ps(vec, factor), addend);
+        vec = SimdMulAdd(vec, factor, addend);
         if (ts != nullptr) {
             ParkOnce(ts);
         }
@@ -570,13 +624,9 @@ FloatResults FloatWork(ftl::TaskScheduler *ts, unsigned seed) {
     results.Double = acc;
     results.Float = facc;
     results.Volatile = vacc;
-    _mm_storeu_ps(results.Vector, vec);
+    SimdStore(results.Vector, vec);
     return results;
 }
-
-constexpr unsigned kRoundingMask = 0x6000;   // MXCSR.RC
-constexpr unsigned kRoundUpMxcsr = 0x4000;   // RC = 10b: toward +infinity
-constexpr unsigned kRoundNearestMxcsr = 0x0; // RC = 00b
 
 // Not inlined, so the division cannot move across a fesetround call.
 __attribute__((noinline)) double OneThird() {
@@ -634,23 +684,23 @@ TEST_CASE("Rounding mode set in a task survives its waits", "[scheduler]") {
     std::atomic<unsigned> leaked{0}; // a bystander task saw round-upward
     std::atomic<unsigned> roundingDone{0};
     auto rounding = [&](ftl::TaskScheduler *taskScheduler) {
-        unsigned const savedCsr = _mm_getcsr();
+        unsigned const savedControl = FpControl();
         int const savedRound = std::fegetround();
         std::fesetround(FE_UPWARD);
         for (int i = 0; i < 5; ++i) {
             ParkOnce(taskScheduler);
-            if (std::fegetround() != FE_UPWARD || (_mm_getcsr() & kRoundingMask) != kRoundUpMxcsr ||
+            if (std::fegetround() != FE_UPWARD || (FpControl() & kRoundingMask) != kRoundUpControl ||
                 OneThird() != upwardThird) {
                 lost.fetch_add(1);
             }
         }
         std::fesetround(savedRound);
-        _mm_setcsr(savedCsr);
+        SetFpControl(savedControl);
         roundingDone.fetch_add(1);
     };
     // Runs while rounding tasks are parked with round-upward in their context.
     auto bystander = [&](ftl::TaskScheduler *) {
-        if (std::fegetround() != FE_TONEAREST || (_mm_getcsr() & kRoundingMask) != kRoundNearestMxcsr ||
+        if (std::fegetround() != FE_TONEAREST || (FpControl() & kRoundingMask) != kRoundNearestControl ||
             OneThird() != nearestThird) {
             leaked.fetch_add(1);
         }
@@ -669,36 +719,28 @@ TEST_CASE("Rounding mode set in a task survives its waits", "[scheduler]") {
     REQUIRE(lost.load() == 0);
     REQUIRE(leaked.load() == 0);
     REQUIRE(std::fegetround() == FE_TONEAREST);
-    REQUIRE((_mm_getcsr() & kRoundingMask) == kRoundNearestMxcsr);
+    REQUIRE((FpControl() & kRoundingMask) == kRoundNearestControl);
 }
 
 // ---------------------------------------------------------------------------
 // Thread affinity
 
-namespace {
+using ftl_test::CpuMask;
 
-std::vector<std::size_t> CpusOf(cpu_set_t const &set) {
-    std::vector<std::size_t> cpus;
-    for (std::size_t cpu = 0; cpu < std::size_t{CPU_SETSIZE}; ++cpu) {
-        if (CPU_ISSET(cpu, &set)) {
-            cpus.push_back(cpu);
-        }
-    }
-    return cpus;
-}
+namespace {
 
 // Each worker's affinity mask, read by tasks on that worker (index 0 by the
 // Init thread itself). Each task holds its worker until every worker has run
 // one, so the tasks still queued can only go to workers not seen yet.
-std::vector<cpu_set_t> WorkerMasks(ftl::TaskScheduler &ts, bool &complete) {
+std::vector<CpuMask> WorkerMasks(ftl::TaskScheduler &ts, bool &complete) {
     unsigned const threads = ts.GetThreadCount();
-    std::vector<cpu_set_t> masks(threads);
+    std::vector<CpuMask> masks(threads);
     std::vector<std::atomic<bool>> seen(threads);
     for (auto &flag : seen) {
         flag.store(false);
     }
     std::mutex mutex;
-    pthread_getaffinity_np(pthread_self(), sizeof(cpu_set_t), &masks[0]);
+    masks[0] = ftl_test::CurrentThreadCpus();
     seen[0].store(true);
     auto allSeen = [&] {
         return std::all_of(seen.begin(), seen.end(), [](std::atomic<bool> const &s) { return s.load(); });
@@ -706,9 +748,7 @@ std::vector<cpu_set_t> WorkerMasks(ftl::TaskScheduler &ts, bool &complete) {
     auto record = [&](ftl::TaskScheduler *taskScheduler) {
         unsigned const index = taskScheduler->GetCurrentThreadIndex();
         if (index < threads && !seen[index].load()) {
-            cpu_set_t mask;
-            CPU_ZERO(&mask);
-            pthread_getaffinity_np(pthread_self(), sizeof(mask), &mask);
+            CpuMask const mask = ftl_test::CurrentThreadCpus();
             std::lock_guard<std::mutex> lock(mutex);
             masks[index] = mask;
             seen[index].store(true);
@@ -723,17 +763,10 @@ std::vector<cpu_set_t> WorkerMasks(ftl::TaskScheduler &ts, bool &complete) {
     return masks;
 }
 
-cpu_set_t CurrentMask() {
-    cpu_set_t mask;
-    CPU_ZERO(&mask);
-    pthread_getaffinity_np(pthread_self(), sizeof(mask), &mask);
-    return mask;
-}
-
 // Gives the calling thread its mask back, even when a REQUIRE fails.
 struct RestoreAffinity {
-    cpu_set_t Mask = CurrentMask();
-    ~RestoreAffinity() { pthread_setaffinity_np(pthread_self(), sizeof(Mask), &Mask); }
+    CpuMask Mask = ftl_test::CurrentThreadCpus();
+    ~RestoreAffinity() { ftl_test::SetCurrentThreadCpus(Mask); }
 };
 
 } // namespace
@@ -741,8 +774,8 @@ struct RestoreAffinity {
 TEST_CASE("Worker threads are pinned to the process's CPUs", "[scheduler][affinity]") {
     unsigned const threads = FTL_GENERATE_THREAD_COUNT();
     CAPTURE(threads);
-    cpu_set_t const original = CurrentMask();
-    std::vector<std::size_t> const cpus = CpusOf(original);
+    CpuMask const original = ftl_test::CurrentThreadCpus();
+    std::vector<std::size_t> const cpus = ftl_test::CpusOf(original);
     REQUIRE(!cpus.empty());
 
     SECTION("PinThreads on (the default)") {
@@ -750,16 +783,16 @@ TEST_CASE("Worker threads are pinned to the process's CPUs", "[scheduler][affini
             ftl::TaskScheduler ts;
             REQUIRE(ts.Init(Options(threads)) == 0);
             bool complete = false;
-            std::vector<cpu_set_t> const masks = WorkerMasks(ts, complete);
+            std::vector<CpuMask> const masks = WorkerMasks(ts, complete);
             REQUIRE(complete);
             for (unsigned i = 0; i < threads; ++i) {
                 CAPTURE(i);
-                REQUIRE(CPU_COUNT(&masks[i]) == 1);
-                REQUIRE(CPU_ISSET(cpus[i % cpus.size()], &masks[i]));
+                REQUIRE(ftl_test::CpuCount(masks[i]) == 1);
+                REQUIRE(ftl_test::HasCpu(masks[i], cpus[i % cpus.size()]));
             }
         }
-        cpu_set_t const after = CurrentMask();
-        REQUIRE(CPU_EQUAL(&after, &original));
+        CpuMask const after = ftl_test::CurrentThreadCpus();
+        REQUIRE(ftl_test::SameCpus(after, original));
     }
 
     SECTION("PinThreads off") {
@@ -768,11 +801,11 @@ TEST_CASE("Worker threads are pinned to the process's CPUs", "[scheduler][affini
         ftl::TaskScheduler ts;
         REQUIRE(ts.Init(options) == 0);
         bool complete = false;
-        std::vector<cpu_set_t> const masks = WorkerMasks(ts, complete);
+        std::vector<CpuMask> const masks = WorkerMasks(ts, complete);
         REQUIRE(complete);
         for (unsigned i = 0; i < threads; ++i) {
             CAPTURE(i);
-            REQUIRE(CPU_EQUAL(&masks[i], &original));
+            REQUIRE(ftl_test::SameCpus(masks[i], original));
         }
     }
 
@@ -782,19 +815,17 @@ TEST_CASE("Worker threads are pinned to the process's CPUs", "[scheduler][affini
             return;
         }
         RestoreAffinity const restore;
-        cpu_set_t restricted;
-        CPU_ZERO(&restricted);
-        CPU_SET(cpus.back(), &restricted);
-        REQUIRE(pthread_setaffinity_np(pthread_self(), sizeof(restricted), &restricted) == 0);
+        CpuMask const restricted = ftl_test::OnlyCpu(cpus.back());
+        REQUIRE(ftl_test::SetCurrentThreadCpus(restricted));
         {
             ftl::TaskScheduler ts;
             REQUIRE(ts.Init(Options(threads)) == 0);
             bool complete = false;
-            std::vector<cpu_set_t> const masks = WorkerMasks(ts, complete);
+            std::vector<CpuMask> const masks = WorkerMasks(ts, complete);
             REQUIRE(complete);
             for (unsigned i = 0; i < threads; ++i) {
                 CAPTURE(i);
-                REQUIRE(CPU_EQUAL(&masks[i], &restricted));
+                REQUIRE(ftl_test::SameCpus(masks[i], restricted));
             }
         }
         {
@@ -802,7 +833,7 @@ TEST_CASE("Worker threads are pinned to the process's CPUs", "[scheduler][affini
             REQUIRE(ts.Init() == 0);
             REQUIRE(ts.GetThreadCount() == 1u);
         }
-        cpu_set_t const after = CurrentMask();
-        REQUIRE(CPU_EQUAL(&after, &restricted));
+        CpuMask const after = ftl_test::CurrentThreadCpus();
+        REQUIRE(ftl_test::SameCpus(after, restricted));
     }
 }

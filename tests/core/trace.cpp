@@ -9,11 +9,11 @@
 
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 using ftl_test::Json;
@@ -21,8 +21,11 @@ using ftl_test::Options;
 
 namespace {
 
+// TestProcessId: a RunInChild child names the same file as its parent.
 std::string TracePath(char const *name) {
-    return "/tmp/ftl_trace_test_" + std::to_string(getpid()) + "_" + name + ".json";
+    std::string const file =
+        "ftl_trace_test_" + std::to_string(ftl_test::TestProcessId()) + "_" + name + ".json";
+    return (std::filesystem::temp_directory_path() / file).string();
 }
 
 // Per-thread task counts, as the tasks saw them.
@@ -275,7 +278,7 @@ TEST_CASE("A full trace buffer stops recording, and the trace and stderr say so"
 TEST_CASE("FTL_TRACE names the trace file when the options do not", "[trace]") {
     std::string const path = TracePath("env");
     ftl_test::ChildResult const child = ftl_test::RunInChild([&path] {
-        setenv("FTL_TRACE", path.c_str(), 1);
+        ftl_test::SetEnv("FTL_TRACE", path.c_str());
         ftl::TaskScheduler ts;
         if (ts.Init(Options(2)) != 0) {
             std::_Exit(3);

@@ -63,12 +63,22 @@ public:
     bool InitOk = false;
 };
 
+// Whether a fiber's stack bounds are known before it first runs: not with
+// the Win32 fiber backend, where the system makes the stack and the fiber
+// learns its bounds once it runs (source/fiber/switch_win32.cpp).
+#if FTL_FIBER_WIN32
+constexpr bool kStackKnownBeforeRun = false;
+#else
+constexpr bool kStackKnownBeforeRun = true;
+#endif
+
 // A fiber as handed out: a made stack, not the thread's fiber, free, set up
 // to start at the entry given to Init.
 bool LooksFresh(Fiber const *fiber, Fiber const *threadFiber) {
     return fiber != nullptr && fiber != threadFiber && fiber->Mapping != nullptr &&
-           fiber->StackLow != nullptr && fiber->StackSize >= kStackSize && fiber->Entry == NeverEntered &&
-           !fiber->IsThreadFiber && fiber->State.load() == ftl::detail::FiberState::Free;
+           (fiber->StackLow != nullptr || !kStackKnownBeforeRun) && fiber->StackSize >= kStackSize &&
+           fiber->Entry == NeverEntered && !fiber->IsThreadFiber &&
+           fiber->State.load() == ftl::detail::FiberState::Free;
 }
 
 void RequireFatal(ChildResult const &result, std::initializer_list<char const *> phrases) {

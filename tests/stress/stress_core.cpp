@@ -40,6 +40,15 @@
 #include <thread>
 #include <utility>
 
+// The printf dialect of Fail's vsnprintf. MinGW's `printf` format attribute
+// checks against msvcrt's printf, which lacks %zu; libstdc++ has MinGW's
+// own C99 stdio in use, so check against that.
+#if defined(__MINGW32__)
+#define FTL_STRESS_PRINTF __MINGW_PRINTF_FORMAT
+#else
+#define FTL_STRESS_PRINTF printf
+#endif
+
 namespace ftl_stress {
 
 double DefaultScale() {
@@ -231,7 +240,7 @@ public:
         Monitor.Expected[static_cast<unsigned>(kind)].fetch_add(count, std::memory_order_relaxed);
     }
 
-    __attribute__((format(printf, 2, 3))) void Fail(char const *format, ...) {
+    __attribute__((format(FTL_STRESS_PRINTF, 2, 3))) void Fail(char const *format, ...) {
         unsigned const index = m_failureCount.fetch_add(1, std::memory_order_relaxed);
         if (index >= kMaxMessages) {
             return;
