@@ -4,6 +4,8 @@
 #   bash third_party/deps.sh main    # build the library, the examples and ftl_bench
 #   bash third_party/deps.sh test    # main, plus Catch2, SPIN and valgrind for the test suite
 #   bash third_party/deps.sh bench   # main, plus the peers the benchmark suite compares against
+#   bash third_party/deps.sh linux-aarch64  # cross-build for arm64 Linux, run under qemu-user
+#   bash third_party/deps.sh windows-mingw  # cross-build for Windows with MinGW-w64, run under wine
 #
 # Prints nothing when everything is already there. As root it installs what is
 # missing; otherwise it names the missing packages and the command that
@@ -11,7 +13,7 @@
 set -euo pipefail
 
 usage() {
-    echo "usage: bash third_party/deps.sh main|test|bench" >&2
+    echo "usage: bash third_party/deps.sh main|test|bench|linux-aarch64|windows-mingw" >&2
 }
 
 if [[ $# -ne 1 ]]; then
@@ -25,6 +27,10 @@ case "$job" in
 main) packages=("${main_packages[@]}") ;;
 test) packages=("${main_packages[@]}" catch2 spin valgrind python3) ;;
 bench) packages=("${main_packages[@]}" libtbb-dev libboost-fiber-dev python3-matplotlib) ;;
+# The arm64 Boost.Context comes from Debian's arm64 archive (multiarch).
+linux-aarch64) packages=(cmake catch2 python3 g++-aarch64-linux-gnu libboost-context-dev:arm64 qemu-user) ;;
+# Debian has no Boost for MinGW: that build switches fibers with Win32 fibers.
+windows-mingw) packages=(cmake catch2 python3 g++-mingw-w64-x86-64-posix wine wine64) ;;
 -h | --help)
     usage
     exit 0
@@ -56,16 +62,26 @@ mapfile -t missing < <(missing_packages)
 
 if [[ ${#missing[@]} -gt 0 ]]; then
     install_command="DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${missing[*]}"
+    update_command="apt-get update"
+    if [[ " ${missing[*]}" == *":arm64"* ]]; then
+        update_command="dpkg --add-architecture arm64 && apt-get update"
+    fi
     if [[ $EUID -ne 0 ]]; then
         {
             echo "deps.sh: the '$job' job needs Debian packages that are not installed: ${missing[*]}"
             echo "deps.sh: install them as root, then run this script again:"
-            echo "    apt-get update && $install_command"
-            echo "deps.sh: (or with sudo: sudo apt-get update && sudo $install_command)"
+            echo "    $update_command && $install_command"
+            echo "deps.sh: (or with sudo, putting sudo before each command)"
         } >&2
         exit 1
     fi
     echo "deps.sh: installing for the '$job' job: ${missing[*]}"
+    # An arm64 package needs the arm64 architecture known to dpkg first.
+    for package in "${missing[@]}"; do
+        if [[ "$package" == *:arm64 ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+            dpkg --add-architecture arm64
+        fi
+    done
     apt-get update
     DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
 
