@@ -48,10 +48,19 @@ if ! command -v dpkg-query >/dev/null 2>&1; then
     exit 1
 fi
 
+native_architecture=$(dpkg --print-architecture)
+
+# A name without ":arch" means the machine's own architecture (or "all"):
+# with multiarch, dpkg-query lists every architecture's copy of a package.
 missing_packages() {
     local package status
     for package in "${packages[@]}"; do
-        status=$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)
+        if [[ "$package" == *:* ]]; then
+            status=$(dpkg-query -W -f='${Status}\n' "$package" 2>/dev/null || true)
+        else
+            status=$(dpkg-query -W -f='${Status} ${Architecture}\n' "$package" 2>/dev/null |
+                sed -n "s/^\(install ok installed\) \($native_architecture\|all\)\$/\1/p" || true)
+        fi
         if [[ "$status" != "install ok installed" ]]; then
             printf '%s\n' "$package"
         fi
