@@ -27,6 +27,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -39,6 +40,7 @@ struct Options {
     bool Features = false;
     unsigned Repetitions = 0; // 0: the default for the mode
     unsigned Threads = 0;     // 0: one per core this process may use
+    unsigned PairRounds = 0;  // --threads-pair: rounds of ftl at 1 worker and at Threads
     unsigned TimeoutSeconds = 900;
     std::vector<std::string> Filter;  // workload or figure ids; empty: all
     std::vector<std::string> Systems; // column names; empty: all
@@ -49,7 +51,7 @@ void PrintUsage(std::FILE *out) {
     std::fprintf(
         out,
         "usage: ftl_bench [--short] [--reps N] [--threads N] [--filter IDS] [--systems NAMES]\n"
-        "                 [--features] [--json FILE] [--timeout SECONDS]\n"
+        "                 [--features] [--json FILE] [--timeout SECONDS] [--threads-pair ROUNDS]\n"
         "  --short          5 repetitions and smaller sizes: fib(25), 10,000 ping-pongs, 0.25 s idle\n"
         "                   windows, 50 wake samples (the full run: 7 repetitions, fib(30), 100,000,\n"
         "                   2 s, 200)\n"
@@ -60,6 +62,9 @@ void PrintUsage(std::FILE *out) {
         "  --features       also run ftl once per scheduling mechanism, with that one switched off\n"
         "  --json FILE      also write every figure to FILE as JSON\n"
         "  --timeout S      give up on one (workload, system) after S seconds (default 900)\n"
+        "  --threads-pair R only ftl, at 1 worker and at --threads workers (default: every core), in R\n"
+        "                   rounds alternating which goes first; prints each figure's ratio of the two\n"
+        "                   per round, with the host's state from the cross-core probe\n"
         "Exits 1 when ftl or the reference fails a check (or crashes); a peer's failure, or ftl's\n"
         "with a mechanism off, is reported in its cell and the table but is not an error.\n",
         bench::kMinRepetitions);
@@ -105,6 +110,11 @@ bool ParseOptions(int argc, char **argv, Options &options) {
         } else if (arg == "--threads" && hasValue) {
             if (!ParseUnsigned(argv[++i], options.Threads) || options.Threads == 0) {
                 std::fprintf(stderr, "ftl_bench: --threads needs a number >= 1\n");
+                return false;
+            }
+        } else if (arg == "--threads-pair" && hasValue) {
+            if (!ParseUnsigned(argv[++i], options.PairRounds) || options.PairRounds == 0) {
+                std::fprintf(stderr, "ftl_bench: --threads-pair needs a number of rounds >= 1\n");
                 return false;
             }
         } else if (arg == "--timeout" && hasValue) {
@@ -386,6 +396,114 @@ void PrintTargets(std::FILE *out, std::vector<TargetVerdict> const &verdicts) {
     }
 }
 
+// --threads-pair: ftl alone, at one worker and at `more`, round by round
+// (which goes first alternates, so that drift cancels), each figure's
+// median at both and their ratio, with the host's state from the probes of
+// both measurements. Every figure is a time: above 1, the extra workers made
+// it slower. Returns the exit code.
+int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned more, unsigned rounds,
+                   std::vector<bench::Workload> const &workloads) {
+    if (bench::kSanitizedBuild) {
+        std::fprintf(stderr,
+                     "ftl_bench: --threads-pair compares times, which a sanitizer build does not take\n");
+        return 2;
+    }
+    bench::System const ftl = bench::MakeFtlSystem("ftl", ftl::detail::Mechanisms{});
+    struct Row {
+        std::string Figure;
+        std::string Unit;
+        unsigned Round;
+        double One;
+        double More;
+        double Probe; // the highest of the four probes around the pair
+    };
+    std::vector<Row> rows;
+    bool failed = false;
+    for (bench::Workload const &workload : workloads) {
+        bench::Implementation const *implementation = ftl.Find(workload.Id);
+        if (implementation == nullptr) {
+            continue;
+        }
+        for (unsigned round = 0; round < rounds && !failed; ++round) {
+            bench::Measurement measured[2]; // [0]: one worker, [1]: `more`
+            for (unsigned turn = 0; turn < 2; ++turn) {
+                unsigned const which = (round + turn) % 2;
+                sizes.Threads = which == 0 ? 1 : more;
+                std::fprintf(stderr, "  %-4s round %u, %u worker%s: ", workload.Id.c_str(), round + 1,
+                             sizes.Threads, sizes.Threads == 1 ? "" : "s");
+                measured[which] = bench::MeasureIsolated(config, sizes, workload, *implementation);
+                if (!measured[which].Ok) {
+                    std::fprintf(stderr, "FAILED: %s\n", measured[which].Error.c_str());
+                    failed = true;
+                    break;
+                }
+                std::fprintf(stderr, "%s %s\n", bench::FormatValue(measured[which].Figures[0].Median).c_str(),
+                             workload.Figures[0].Unit.c_str());
+            }
+            if (failed) {
+                break;
+            }
+            double const probe = std::max({measured[0].ProbeBefore, measured[0].ProbeAfter,
+                                           measured[1].ProbeBefore, measured[1].ProbeAfter});
+            for (std::size_t i = 0; i < workload.Figures.size(); ++i) {
+                rows.push_back(Row{workload.Figures[i].Id, workload.Figures[i].Unit, round + 1,
+                                   measured[0].Figures[i].Median, measured[1].Figures[i].Median, probe});
+            }
+        }
+    }
+    // A cross-core cache-line round trip between two cores of one socket
+    // takes 50-150 ns; a host whose probe reads above this is in its slow
+    // state (seen on VMs: about 450 ns, minutes at a time). An absolute
+    // bound, because a whole run may fall in one state.
+    constexpr double kSlowProbeNs = 250;
+    constexpr double kSlowerRatio = 1.05;
+    auto const slow = [](double probe) { return probe > kSlowProbeNs; };
+    std::printf(
+        "ftl at 1 worker and at %u workers, %u round%s, medians of %u repetitions; state: slow when the\n"
+        "cross-core probe (the highest of the four around a pair) is above %.0f ns\n\n",
+        more, rounds, rounds == 1 ? "" : "s", config.Repetitions, kSlowProbeNs);
+    std::printf("  %-8s %-14s %5s %12s %12s %8s %10s %5s\n", "figure", "unit", "round", "1 worker",
+                std::to_string(more).append(" workers").c_str(), "ratio", "probe ns", "state");
+    // The target, per state: no figure whose median ratio over that state's
+    // rounds is above 1.
+    std::map<std::string, std::map<bool, std::vector<double>>> ratios;
+    for (Row const &row : rows) {
+        double const ratio = row.One > 0 ? row.More / row.One : 0;
+        ratios[row.Figure][slow(row.Probe)].push_back(ratio);
+        std::printf("  %-8s %-14s %5u %12s %12s %8.3f %10s %5s\n", row.Figure.c_str(), row.Unit.c_str(),
+                    row.Round, bench::FormatValue(row.One).c_str(), bench::FormatValue(row.More).c_str(),
+                    ratio, bench::FormatValue(row.Probe).c_str(), slow(row.Probe) ? "slow" : "fast");
+    }
+    std::printf("\nMedian ratio per state (%u workers over 1; above 1: slower with more workers):\n", more);
+    std::vector<std::string> slower;
+    for (auto const &[figure, byState] : ratios) {
+        std::string line = "  " + figure + ":";
+        for (bool const state : {false, true}) {
+            auto const found = byState.find(state);
+            if (found == byState.end()) {
+                line += std::string(state ? " slow -" : " fast -");
+                continue;
+            }
+            double const median = bench::MedianOf(found->second);
+            line += std::string(state ? " slow " : " fast ") + Format("%.3f", median);
+            // The target covers the W workloads; within 5% is run-to-run noise.
+            if (figure[0] == 'W' && median > kSlowerRatio) {
+                slower.push_back(figure + (state ? " (slow)" : " (fast)"));
+            }
+        }
+        std::printf("%s\n", line.c_str());
+    }
+    std::string list;
+    for (std::string const &item : slower) {
+        list += (list.empty() ? "" : ", ") + item;
+    }
+    std::printf(
+        "\nPerformance target: no workload (W1-W8) slower at %u workers than at 1 (by more than 5%%), in\n"
+        "either host state: %s%s%s\n",
+        more, slower.empty() ? "met" : "NOT met", slower.empty() ? "" : ": ", list.c_str());
+    return failed ? 1 : 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -499,6 +617,15 @@ int main(int argc, char **argv) {
                 featureTable.AddRow(figure, workload.Id, workload.Description);
             }
         }
+    }
+
+    if (options.PairRounds != 0) {
+        unsigned const more = options.Threads != 0 ? options.Threads : AllowedCpuCount();
+        if (more < 2) {
+            std::fprintf(stderr, "ftl_bench: --threads-pair needs at least 2 workers to compare with 1\n");
+            return 2;
+        }
+        return RunThreadsPair(config, sizes, more, options.PairRounds, workloads);
     }
 
     std::string const started = UtcNow();
