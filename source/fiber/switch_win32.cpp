@@ -4,8 +4,8 @@
 // Boost.Context (FTL_FIBER_BACKEND=win32), such as MinGW-w64 cross builds.
 //
 // A system fiber may resume on another thread than the one it left: the
-// system keeps the stack bounds, the exception chain and the floating-point
-// state in the fiber and loads them into the thread at each switch.
+// system keeps the stack bounds and the exception chain in the fiber and
+// loads them into the thread at each switch.
 #include "fiber/fiber.h"
 
 #include "ftl/assert.h"
@@ -23,10 +23,6 @@ namespace {
 // guard page and the stack guarantee (what a stack-overflow handler runs
 // on). Frames never reach below it; a fault in it is an overflow.
 constexpr std::uintptr_t kSystemGuardBytes = 64 * 1024;
-
-// The floating-point control state belongs to a fiber. Windows switches it
-// with FIBER_FLAG_FLOAT_SWITCH; Wine does not, so the switch carries it too
-// (a few cycles).
 
 // Whether the calling thread was made a fiber here (and is turned back at
 // the end); a thread that already was one stays one.
@@ -114,6 +110,9 @@ void *SwitchFiber(Fiber *from, Fiber *to, void *message) {
     // `to` is not running (the scheduler publishes a fiber only after its
     // switch away completed), so nothing else reads or writes its Incoming.
     to->Incoming = message;
+    // The floating-point control state belongs to a fiber. Windows switches
+    // it with FIBER_FLAG_FLOAT_SWITCH; Wine does not, so it is carried here
+    // too (a few cycles).
     FpControl const fp = SaveFpControl();
     SwitchToFiber(to->Context);
     LoadFpControl(fp);
