@@ -19,11 +19,6 @@ namespace detail {
 
 namespace {
 
-// The bottom of a system stack: the pages the system keeps uncommitted, its
-// guard page and the stack guarantee (what a stack-overflow handler runs
-// on). Frames never reach below it; a fault in it is an overflow.
-constexpr std::uintptr_t kSystemGuardBytes = 64 * 1024;
-
 // Whether the calling thread was made a fiber here (and is turned back at
 // the end); a thread that already was one stays one.
 thread_local bool t_convertedThread = false;
@@ -43,7 +38,7 @@ void WINAPI FiberStart(void *parameter) {
     if (VirtualQuery(&region, &region, sizeof(region)) != 0) {
         auto const base = reinterpret_cast<std::uintptr_t>(region.AllocationBase);
         self->StackLow = region.AllocationBase;
-        self->StackFloor = base + kSystemGuardBytes;
+        self->StackFloor = base + kSystemStackGuardBytes;
     }
     ReserveFaultHandlerStack();
     void *const message = Arrive(self);
@@ -58,7 +53,7 @@ bool MakeFiberStack(Fiber &fiber, unsigned index, std::size_t stackSize, FiberEn
     // reservation up to its allocation granularity. The guard pages and the
     // guarantee come out of the reservation, so it gets room for them on top.
     void *handle =
-        CreateFiberEx(0, stackSize + kSystemGuardBytes, FIBER_FLAG_FLOAT_SWITCH, &FiberStart, &fiber);
+        CreateFiberEx(0, stackSize + kSystemStackGuardBytes, FIBER_FLAG_FLOAT_SWITCH, &FiberStart, &fiber);
     if (handle == nullptr) {
         return false;
     }
@@ -128,8 +123,9 @@ StackFault ClassifyFault(Fiber const &fiber, std::uintptr_t address) {
     if (floor == 0 || address >= floor) {
         return StackFault::None;
     }
-    std::uintptr_t const lowest =
-        floor > kSystemGuardBytes + kBelowGuardSlack ? floor - kSystemGuardBytes - kBelowGuardSlack : 0;
+    std::uintptr_t const lowest = floor > kSystemStackGuardBytes + kBelowGuardSlack
+                                      ? floor - kSystemStackGuardBytes - kBelowGuardSlack
+                                      : 0;
     if (address < lowest) {
         return StackFault::None;
     }

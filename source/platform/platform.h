@@ -149,6 +149,13 @@ inline StackMemory GuardedStackAt(void *mapping, std::size_t usable) {
 bool MapStack(std::size_t usable, StackMemory &stack);
 void UnmapStack(void *mapping, std::size_t mappingSize);
 
+#if defined(_WIN32)
+// The low end of a Windows stack's reservation, which frames never reach:
+// the pages the system keeps uncommitted, its guard page and the stack
+// guarantee (what a stack-overflow handler runs on).
+constexpr std::uintptr_t kSystemStackGuardBytes = 64 * 1024;
+#endif
+
 // The lowest address of the calling thread's stack, or 0 if it cannot be had.
 std::uintptr_t ThreadStackFloor();
 

@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <cxxabi.h>
-#include <iterator>
 #include <map>
 #include <mutex>
 #include <unordered_map>

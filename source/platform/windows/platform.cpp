@@ -144,12 +144,10 @@ void UnmapStack(void *mapping, std::size_t /*mappingSize*/) {
 }
 
 std::uintptr_t ThreadStackFloor() {
-    // The low end of the reservation holds the system's guard pages and the
-    // stack guarantee; frames never reach them.
     ULONG_PTR low = 0;
     ULONG_PTR high = 0;
     GetCurrentThreadStackLimits(&low, &high);
-    return low == 0 ? 0 : static_cast<std::uintptr_t>(low) + 64 * 1024;
+    return low == 0 ? 0 : static_cast<std::uintptr_t>(low) + kSystemStackGuardBytes;
 }
 
 void WriteStderr(char const *text, std::size_t length) {
