@@ -26,6 +26,11 @@ struct Mechanisms {
     bool ReadyFibersFirst = true;
     // A TaskCounter wait first runs the counter's own queued tasks itself.
     bool InlineChildren = true;
+    // A fiber that a running task readies waits in that worker's next slot,
+    // where it runs as soon as the task waits or ends, with no other worker
+    // woken for it (off: it goes to the worker's ready deque, in every
+    // thief's sight, and a parked worker is woken).
+    bool NextSlot = true;
 };
 
 // Every switch, by name, for the benchmark's columns and the tests' loops.
@@ -39,6 +44,7 @@ constexpr MechanismSwitch kMechanismSwitches[] = {
     {"SpinBeforePark", &Mechanisms::SpinBeforePark},
     {"ReadyFibersFirst", &Mechanisms::ReadyFibersFirst},
     {"InlineChildren", &Mechanisms::InlineChildren},
+    {"NextSlot", &Mechanisms::NextSlot},
 };
 constexpr unsigned kNumMechanismSwitches = sizeof(kMechanismSwitches) / sizeof(kMechanismSwitches[0]);
 // Mechanisms is a plain set of bools: a switch added there and not here

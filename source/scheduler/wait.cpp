@@ -106,7 +106,7 @@ void PublishWaiter(Scheduler &scheduler, SwitchRecord const &record) {
 
 void WakeWaiter(Scheduler *scheduler, WaitNode *node) {
     if (node->Waiter != nullptr) {
-        ReadyFiber(*scheduler, node->Waiter, node->PinnedTo);
+        ReadyFiber(*scheduler, node->Waiter, node->PinnedTo, true);
         return;
     }
     // A thread: after the store it may return, and its node with it; the
@@ -116,7 +116,7 @@ void WakeWaiter(Scheduler *scheduler, WaitNode *node) {
     FutexWake(woken, 1);
 }
 
-void ReadyFiber(Scheduler &scheduler, Fiber *fiber, Worker *pinnedTo) {
+void ReadyFiber(Scheduler &scheduler, Fiber *fiber, Worker *pinnedTo, bool keepLocal) {
     fiber->Transition(FiberState::Waiting, FiberState::Ready);
     Worker *current = scheduler.CurrentWorkerOfThis();
     if (pinnedTo != nullptr) {
@@ -127,6 +127,10 @@ void ReadyFiber(Scheduler &scheduler, Fiber *fiber, Worker *pinnedTo) {
         return;
     }
     if (current != nullptr) {
+        if (keepLocal && current->KeepsReadied()) {
+            current->KeepReadied(fiber);
+            return;
+        }
         current->ReadyFibers().Push(fiber);
         scheduler.NotifyWork(Scheduler::Waker::Worker);
         return;

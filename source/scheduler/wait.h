@@ -15,8 +15,9 @@
 //      holds (or the deadline already passed), the fiber is readied at once.
 //   3. A waker (or the timers, see Timers) unlinks the node under the list's
 //      lock, then WakeWaiter readies the fiber where it will run: its pinned
-//      worker's inbox, the waker's own ready deque, or the global queue when
-//      the waker is not a worker; or sets a waiting thread's word.
+//      worker's inbox, the waker's own next slot (Worker::KeepReadied), or
+//      the global queue when the waker is not a worker; or sets a waiting
+//      thread's word.
 #pragma once
 
 namespace ftl {
@@ -47,8 +48,11 @@ void PublishWaiter(Scheduler &scheduler, SwitchRecord const &record);
 // Ends the wait of a node a waker took off a list: readies its fiber, or
 // wakes its thread. Any thread; the node may be gone once this returns.
 void WakeWaiter(Scheduler *scheduler, WaitNode *node);
-// Makes a waiting fiber runnable again. Any thread.
-void ReadyFiber(Scheduler &scheduler, Fiber *fiber, Worker *pinnedTo);
+// Makes a waiting fiber runnable again. Any thread. keepLocal: a task
+// running on the calling worker readied it, so it may wait in that worker's
+// next slot (the waitables' wakes; not the timers, which fire between
+// tasks, nor a registration that found its condition already met).
+void ReadyFiber(Scheduler &scheduler, Fiber *fiber, Worker *pinnedTo, bool keepLocal = false);
 
 // Registrations with no list: a sleep (the timers are its waitable) and a
 // yield (the worker is).

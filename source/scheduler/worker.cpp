@@ -23,7 +23,7 @@ thread_local char t_threadIdentity;
 class IdleHooks {
 public:
     explicit IdleHooks(Worker &worker) : m_worker(worker), m_scheduler(worker.Owner()) {}
-    bool WorkVisible() { return m_scheduler.AnyWorkVisible(m_worker); }
+    bool WorkVisible() { return m_scheduler.AnyWorkVisible(m_worker) || m_worker.SeesHeldNext(); }
     bool StopIdling(EmptyQueueBehavior behavior) {
         return m_scheduler.Quitting() || m_scheduler.Behavior() != behavior;
     }
@@ -87,6 +87,7 @@ void Worker::Init(Scheduler *scheduler, GlobalQueue *globalQueues, unsigned inde
     m_rng = 0x9e3779b9u * (index + 1);
     m_adaptiveInterval = mechanisms.AdaptiveGlobalInterval;
     m_readyFibersFirst = mechanisms.ReadyFibersFirst;
+    m_nextSlot = mechanisms.NextSlot;
     m_globalInterval = m_adaptiveInterval ? static_cast<unsigned>(kGlobalQueueLatencyNs / kInitialAvgTaskNs)
                                           : kFixedGlobalInterval;
 }
@@ -314,6 +315,11 @@ bool Worker::FindWork(TaskItem &item) {
     if (globalTurn) {
         m_globalCountdown = m_globalInterval; // the turn was taken, work or not
     }
+    // The order took something else first (a tick's first task, the global
+    // queue's turn): the slot's fiber must not wait hidden behind it.
+    if (!NextLooksEmpty()) {
+        PublishNext();
+    }
     return found;
 }
 
@@ -351,7 +357,24 @@ inline bool Worker::Take(Source source, TaskItem &item) {
     return false;
 }
 
+// How often in a row the next slot's fiber may run ahead of older ready
+// fibers (Tokio's MAX_LIFO_POLLS_PER_TICK): two fibers that ready each
+// other through the slot cannot starve the rest.
+constexpr unsigned kMaxNextStreak = 3;
+
 bool Worker::TakeReadyFiber(Fiber *&fiber) {
+    if (!NextLooksEmpty()) {
+        bool const older = !m_pinned.LooksEmpty() || !m_ready.LooksEmpty();
+        if (!older || m_nextStreak < kMaxNextStreak) {
+            if ((fiber = TakeNext()) != nullptr) {
+                m_nextStreak = older ? m_nextStreak + 1 : 0;
+                return true;
+            }
+        } else {
+            PublishNext(); // it runs after the older ones, or elsewhere
+            m_nextStreak = 0;
+        }
+    }
     if ((fiber = m_pinned.Pop()) != nullptr) {
         return true;
     }
@@ -403,7 +426,7 @@ bool Worker::Steal(TaskItem &item) {
         }
         Worker &victim = m_scheduler->WorkerAt(victimIndex);
         Fiber *fiber;
-        if (!victim.m_ready.LooksEmpty() && victim.m_ready.Steal(fiber)) {
+        if (StealNext(victim, fiber) || (!victim.m_ready.LooksEmpty() && victim.m_ready.Steal(fiber))) {
             AddOwned(m_stolen, 1);
             if (m_trace != nullptr) {
                 TraceSteal(victimIndex);
@@ -423,6 +446,80 @@ bool Worker::Steal(TaskItem &item) {
     }
     AddOwned(m_failedSteals, 1);
     return false;
+}
+
+// ---- The next slot ----
+
+void Worker::KeepReadied(Fiber *fiber) {
+    auto const word = reinterpret_cast<std::uintptr_t>(fiber) | (++m_nextFills & kNextFillMask);
+    // Release: a thief that takes the word sees the fiber readied. Only the
+    // owner fills the slot and thieves only empty it, so an empty slot read
+    // here stays empty until this store.
+    if (NextLooksEmpty()) {
+        m_next.store(word, std::memory_order_release);
+        return;
+    }
+    std::uintptr_t const old = m_next.exchange(word, std::memory_order_acq_rel);
+    if (old != 0) {
+        // The older one goes where every worker sees it.
+        m_ready.Push(reinterpret_cast<Fiber *>(old & ~kNextFillMask));
+        m_scheduler->NotifyWork(Scheduler::Waker::Worker);
+    }
+}
+
+Fiber *Worker::TakeNext() {
+    std::uintptr_t const word = m_next.exchange(0, std::memory_order_acquire);
+    return reinterpret_cast<Fiber *>(word & ~kNextFillMask);
+}
+
+void Worker::PublishNext() {
+    if (Fiber *fiber = TakeNext(); fiber != nullptr) {
+        m_ready.Push(fiber);
+        m_scheduler->NotifyWork(Scheduler::Waker::Worker);
+    }
+}
+
+bool Worker::SeesHeldNext() {
+    // One relaxed load per other worker per look; a slot word seen on two
+    // looks in a row has been held for at least the time between them.
+    unsigned const n = m_scheduler->NumWorkers();
+    for (unsigned i = 0; i < n; ++i) {
+        if (i == m_index) {
+            continue;
+        }
+        std::uintptr_t const word = m_scheduler->WorkerAt(i).m_next.load(std::memory_order_relaxed);
+        if (word == 0) {
+            continue;
+        }
+        if (word == m_seenNext && i == m_seenNextVictim) {
+            return true;
+        }
+        m_seenNext = word;
+        m_seenNextVictim = i;
+    }
+    return false;
+}
+
+bool Worker::StealNext(Worker &victim, Fiber *&fiber) {
+    std::uintptr_t word = victim.m_next.load(std::memory_order_relaxed);
+    if (word == 0) {
+        return false;
+    }
+    if (word != m_seenNext || victim.m_index != m_seenNextVictim) {
+        // The first look at this fill: its owner will likely run it sooner
+        // than it could cross to this core.
+        m_seenNext = word;
+        m_seenNextVictim = victim.m_index;
+        return false;
+    }
+    // Acquire: pairs with KeepReadied's release.
+    if (!victim.m_next.compare_exchange_strong(word, 0, std::memory_order_acquire,
+                                               std::memory_order_relaxed)) {
+        return false;
+    }
+    m_seenNext = 0;
+    fiber = reinterpret_cast<Fiber *>(word & ~kNextFillMask);
+    return true;
 }
 
 void Worker::PushYielded(Fiber *fiber) {

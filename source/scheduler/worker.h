@@ -129,6 +129,9 @@ public:
     // finds the queue empty is over.
     Source NextSource(bool heldTasks);
     bool TakeReadyFiber(Fiber *&fiber);
+    // Moves the next slot's fiber, if any, to the ready deque, where every
+    // worker may take it, and wakes one for it.
+    void PublishNext();
     // Whether a task of higher priority than `queue` waits in this worker's deques.
     bool HigherPriorityWaiting(unsigned queue) const;
 
@@ -167,6 +170,18 @@ public:
         return m_pinnedTasks[0].LooksEmpty() && m_pinnedTasks[1].LooksEmpty();
     }
     FiberDeque &ReadyFibers() { return m_ready; }
+    // A fiber that the running task readied (ReadyFiber's keepLocal): it
+    // waits in the next slot, which only this worker takes from, and runs
+    // as soon as the task waits or ends; nobody is woken for it. Anything
+    // else this worker runs first publishes it to the ready deque (see
+    // FindWork and TakeReadyFiber). A searching worker that sees the same
+    // fill of the slot on two looks takes it (Steal), so a task that goes on
+    // running does not hold it forever while another worker looks for work.
+    void KeepReadied(Fiber *fiber);
+    bool KeepsReadied() const { return m_nextSlot; }
+    // For the idle spin: whether another worker's next slot holds the fill
+    // this worker saw there at its previous look (then Steal takes it).
+    bool SeesHeldNext();
     FiberInbox &Pinned() { return m_pinned; }
     FiberInbox const &Pinned() const { return m_pinned; }
     bool QueuesLookEmpty() const; // the task and ready deques (others may read them)
@@ -207,6 +222,14 @@ private:
     bool TakeTask(TaskItem &item);
     bool TakeGlobal(TaskItem &item);
     bool Steal(TaskItem &item);
+    bool StealNext(Worker &victim, Fiber *&fiber);
+    // The next slot: a Fiber pointer (64-byte aligned) with a fill count in
+    // its low bits, so that a thief tells a fill it saw before from a new
+    // fill of the same fiber.
+    static constexpr std::uintptr_t kNextFillMask = 63;
+    static_assert(alignof(Fiber) > kNextFillMask, "the fill count lives in a Fiber pointer's low bits");
+    bool NextLooksEmpty() const { return m_next.load(std::memory_order_relaxed) == 0; }
+    Fiber *TakeNext();
     // Whether the tick's first item is due (it comes from the source the
     // order otherwise puts second: the task deques when ready fibers go first).
     bool TasksFirst() const { return (m_itemsThisTick == 0) == m_readyFibersFirst; }
@@ -253,6 +276,14 @@ private:
     unsigned m_globalCountdown = 0;
     bool m_adaptiveInterval = true;
     bool m_readyFibersFirst = true;
+    bool m_nextSlot = true;
+    // Next-slot fiber taken this many times in a row while older ready
+    // fibers waited (see TakeReadyFiber).
+    unsigned m_nextStreak = 0;
+    std::uintptr_t m_nextFills = 0;
+    // Steal's memory of the last slot fill it saw: the victim and the word.
+    unsigned m_seenNextVictim = 0;
+    std::uintptr_t m_seenNext = 0;
     bool m_observe = false; // m_trace, or a task or wait callback
     // Finished tasks not yet published: the tasks of one counter that finish
     // one after another on this worker lower it with a single atomic
@@ -272,6 +303,9 @@ private:
     // --- shared: stolen from, pushed to, or read by other threads ---
     TaskDeque m_tasks[kNumPriorities];
     FiberDeque m_ready;
+    // Written by the owner on every fill and take; other workers read it
+    // only while they search, and take from it with a CAS (StealNext).
+    alignas(64) std::atomic<std::uintptr_t> m_next{0};
     alignas(64) FiberInbox m_pinned;
     GlobalQueue m_pinnedTasks[kNumPriorities];
     // Tasks this worker added and finished, for the quiescence check at
@@ -357,7 +391,7 @@ inline bool Worker::Visible(Source source, bool heldTasks) const {
     case Source::Tasks:
         return heldTasks || !m_tasks[0].LooksEmpty() || !m_tasks[1].LooksEmpty() || !PinnedTasksLookEmpty();
     case Source::ReadyFiber:
-        return !m_pinned.LooksEmpty() || !m_ready.LooksEmpty();
+        return !NextLooksEmpty() || !m_pinned.LooksEmpty() || !m_ready.LooksEmpty();
     case Source::Yielded:
         return HasYielded();
     default:
