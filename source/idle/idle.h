@@ -53,6 +53,10 @@ public:
 
     // The idle side, called by worker `self` when it found no work. Hooks:
     //   bool WorkVisible()                   any queue `self` could take from
+    //   bool SpinLook()                      the look of a spin round: may
+    //                                        leave out queues the worker does
+    //                                        not mean to take from just now
+    //                                        (never the re-check before a park)
     //   bool StopIdling(EmptyQueueBehavior)  quit, or the behaviour changed
     //   std::uint64_t PollNs()               0: sleep until woken; else wake
     //                                        this often and call Poll()
@@ -148,7 +152,7 @@ void IdleState::Idle(unsigned self, EmptyQueueBehavior behavior, Hooks &hooks) {
     }
     if (behavior != EmptyQueueBehavior::Sleep) {
         // Spin and Yield never park: look until there is work (or a change).
-        while (!hooks.WorkVisible() && !hooks.StopIdling(behavior)) {
+        while (!hooks.SpinLook() && !hooks.StopIdling(behavior)) {
             if (behavior == EmptyQueueBehavior::Yield) {
                 YieldThread();
             } else {
@@ -165,7 +169,7 @@ void IdleState::Idle(unsigned self, EmptyQueueBehavior behavior, Hooks &hooks) {
             for (unsigned i = 0; i < kSpinPauses; ++i) {
                 CpuRelax();
             }
-            if (hooks.WorkVisible()) {
+            if (hooks.SpinLook()) {
                 return;
             }
         }

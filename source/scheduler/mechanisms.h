@@ -31,6 +31,10 @@ struct Mechanisms {
     // woken for it (off: it goes to the worker's ready deque, in every
     // thief's sight, and a parked worker is woken).
     bool NextSlot = true;
+    // A worker whose task steals keep it busy for less than a microsecond
+    // looks at other workers' task deques less and less often (off: it
+    // looks, and steals, on every spin round).
+    bool StealBackoff = true;
 };
 
 // Every switch, by name, for the benchmark's columns and the tests' loops.
@@ -45,6 +49,7 @@ constexpr MechanismSwitch kMechanismSwitches[] = {
     {"ReadyFibersFirst", &Mechanisms::ReadyFibersFirst},
     {"InlineChildren", &Mechanisms::InlineChildren},
     {"NextSlot", &Mechanisms::NextSlot},
+    {"StealBackoff", &Mechanisms::StealBackoff},
 };
 constexpr unsigned kNumMechanismSwitches = sizeof(kMechanismSwitches) / sizeof(kMechanismSwitches[0]);
 // Mechanisms is a plain set of bools: a switch added there and not here

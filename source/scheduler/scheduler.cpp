@@ -400,7 +400,7 @@ int Scheduler::WorkerOnCallersCpu() const {
     return -1;
 }
 
-bool Scheduler::AnyWorkVisible(Worker const &worker) const {
+bool Scheduler::AnyWorkVisible(Worker const &worker, bool othersTasks) const {
     // Its own pinned fibers and tasks and yielded fibers, then everything
     // any worker may take.
     if (!worker.Pinned().LooksEmpty() || !worker.PinnedTasksLookEmpty() || worker.HasYielded()) {
@@ -412,7 +412,8 @@ bool Scheduler::AnyWorkVisible(Worker const &worker) const {
         }
     }
     for (unsigned i = 0; i < m_numWorkers; ++i) {
-        if (!m_workers[i].QueuesLookEmpty()) {
+        Worker const &other = m_workers[i];
+        if (othersTasks || &other == &worker ? !other.QueuesLookEmpty() : !other.ReadyLooksEmpty()) {
             return true;
         }
     }

@@ -101,7 +101,9 @@ public:
     enum class Waker { Worker, Outside };
     void NotifyWork(Waker waker);
     // Whether `worker` could find work anywhere now (fence-free looks).
-    bool AnyWorkVisible(Worker const &worker) const;
+    // othersTasks: also other workers' task deques (the ready deques and
+    // every queue `worker` owns or shares are always looked at).
+    bool AnyWorkVisible(Worker const &worker, bool othersTasks = true) const;
     // Timers (timers.h): a timed wait's or a sleep's node on the heap, and
     // off it; a parked worker is woken when the node's deadline is the new
     // earliest, so that it sleeps until then at most.

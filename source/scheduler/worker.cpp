@@ -24,6 +24,9 @@ class IdleHooks {
 public:
     explicit IdleHooks(Worker &worker) : m_worker(worker), m_scheduler(worker.Owner()) {}
     bool WorkVisible() { return m_scheduler.AnyWorkVisible(m_worker) || m_worker.SeesHeldNext(); }
+    bool SpinLook() {
+        return m_scheduler.AnyWorkVisible(m_worker, m_worker.MayStealTasks()) || m_worker.SeesHeldNext();
+    }
     bool StopIdling(EmptyQueueBehavior behavior) {
         return m_scheduler.Quitting() || m_scheduler.Behavior() != behavior;
     }
@@ -88,6 +91,7 @@ void Worker::Init(Scheduler *scheduler, GlobalQueue *globalQueues, unsigned inde
     m_adaptiveInterval = mechanisms.AdaptiveGlobalInterval;
     m_readyFibersFirst = mechanisms.ReadyFibersFirst;
     m_nextSlot = mechanisms.NextSlot;
+    m_stealBackoffOn = mechanisms.StealBackoff;
     m_globalInterval = m_adaptiveInterval ? static_cast<unsigned>(kGlobalQueueLatencyNs / kInitialAvgTaskNs)
                                           : kFixedGlobalInterval;
 }
@@ -413,11 +417,46 @@ std::uint32_t Worker::NextRandom() {
     return x;
 }
 
+// A task steal that kept the thief busy for less than this did not pay for
+// itself: taking a task from another core costs both cores a few cache-line
+// transfers (the R2 probe: 100 to 450 ns a round trip), and the victim
+// would have reached the task soon anyway. About twice the slow R2.
+constexpr std::uint64_t kWorthwhileStealNs = 1000;
+// At most this many looks (spin rounds, FindWork calls) pass without one at
+// other workers' task deques after worthless steals: 64 spin rounds, roughly
+// 20 to 60 us.
+constexpr unsigned kMaxStealBackoff = 64;
+
+void Worker::JudgeSteal() {
+    std::uint64_t const busy = NowNs() - m_stealAt;
+    m_stealAt = 0;
+    if (busy >= kWorthwhileStealNs) {
+        m_stealBackoff = 0;
+        return;
+    }
+    m_stealBackoff = m_stealBackoff == 0
+                         ? 1
+                         : (2 * m_stealBackoff < kMaxStealBackoff ? 2 * m_stealBackoff : kMaxStealBackoff);
+    m_stealSkip = m_stealBackoff;
+}
+
+bool Worker::MayStealTasks() {
+    if (m_stealAt != 0) {
+        JudgeSteal();
+    }
+    if (m_stealSkip == 0) {
+        return true;
+    }
+    --m_stealSkip;
+    return false;
+}
+
 bool Worker::Steal(TaskItem &item) {
     unsigned const n = m_scheduler->NumWorkers();
     if (n == 1) {
         return false;
     }
+    bool const tasks = !m_stealBackoffOn || MayStealTasks();
     unsigned const start = NextRandom() % n;
     for (unsigned i = 0; i < n; ++i) {
         unsigned const victimIndex = (start + i) % n;
@@ -434,8 +473,14 @@ bool Worker::Steal(TaskItem &item) {
             item = TaskItem::ReadyFiber(fiber);
             return true;
         }
+        if (!tasks) {
+            continue;
+        }
         for (auto &deque : victim.m_tasks) {
             if (!deque.LooksEmpty() && deque.Steal(item)) {
+                if (m_stealBackoffOn) {
+                    m_stealAt = NowNs(); // judged at the next look (MayStealTasks)
+                }
                 AddOwned(m_stolen, 1);
                 if (m_trace != nullptr) {
                     TraceSteal(victimIndex);

@@ -185,6 +185,11 @@ public:
     FiberInbox &Pinned() { return m_pinned; }
     FiberInbox const &Pinned() const { return m_pinned; }
     bool QueuesLookEmpty() const; // the task and ready deques (others may read them)
+    bool ReadyLooksEmpty() const { return m_ready.LooksEmpty(); }
+    // Whether this look (a spin round's, or Steal's) may take in other
+    // workers' task deques: not for a while after task steals that did not
+    // pay for themselves (see Steal). Counts the look.
+    bool MayStealTasks();
     // Fibers that called Yield (owner only): they run after everything
     // queued on this worker.
     void PushYielded(Fiber *fiber);
@@ -223,6 +228,7 @@ private:
     bool TakeGlobal(TaskItem &item);
     bool Steal(TaskItem &item);
     bool StealNext(Worker &victim, Fiber *&fiber);
+    void JudgeSteal();
     // The next slot: a Fiber pointer (64-byte aligned) with a fill count in
     // its low bits, so that a thief tells a fill it saw before from a new
     // fill of the same fiber.
@@ -277,6 +283,13 @@ private:
     bool m_adaptiveInterval = true;
     bool m_readyFibersFirst = true;
     bool m_nextSlot = true;
+    // Steal backoff (Steal, MayStealTasks): when the last task steal
+    // happened (0: judged already), the looks to skip after the next
+    // worthless one, and the looks left to skip now.
+    bool m_stealBackoffOn = true;
+    std::uint64_t m_stealAt = 0;
+    unsigned m_stealBackoff = 0;
+    unsigned m_stealSkip = 0;
     // Next-slot fiber taken this many times in a row while older ready
     // fibers waited (see TakeReadyFiber).
     unsigned m_nextStreak = 0;

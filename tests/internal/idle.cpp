@@ -48,6 +48,8 @@ struct TestHooks {
     std::atomic<unsigned> SeenParked{0};    // WorkVisible calls made while Self's parked bit was set
     EmptyQueueBehavior Expected = EmptyQueueBehavior::Sleep;
 
+    // Spin rounds look like any other look here.
+    bool SpinLook() { return WorkVisible(); }
     bool WorkVisible() {
         unsigned const call = WorkVisibleCalls.fetch_add(1) + 1;
         if (Idle != nullptr && Idle->IsParked(Self)) {

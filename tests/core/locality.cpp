@@ -1,9 +1,12 @@
-// The next slot (the NextSlot mechanism): a fiber that a running task
-// readies waits on that task's worker and runs there as soon as the task
-// waits or ends, with no other worker woken for it. These tests pin down
-// what it buys (two fibers handing a value back and forth stay on one
-// worker) and what it must never cost (a task that readies a fiber and goes
-// on running does not keep it from a worker that looks for work).
+// Where work runs. The next slot (the NextSlot mechanism): a fiber that a
+// running task readies waits on that task's worker and runs there as soon
+// as the task waits or ends, with no other worker woken for it. The steal
+// backoff (StealBackoff): a worker whose task steals keep it busy for less
+// than a microsecond looks at other workers' tasks less and less often.
+// These tests pin down what each buys (a ping-pong stays on one worker;
+// tiny tasks stay with the worker that added them) and what each must never
+// cost (a readied fiber is not held from a worker looking for work; tasks
+// worth moving still spread over the workers).
 #include "ftl/atomic_counter.h"
 #include "ftl/stats.h"
 #include "ftl/task_counter.h"
@@ -145,4 +148,75 @@ TEST_CASE("A searching worker takes a fiber whose readier goes on running", "[ne
         REQUIRE(ran.load());
         CHECK(ranOn.load() == 1);
     }
+}
+
+namespace {
+
+// Tasks taken from another worker's queues during `batches` batches of 1,000
+// empty tasks, each batch added by the Init thread and waited for (the
+// benchmark's W1).
+std::uint64_t StolenFromTinyBatches(ftl::detail::Mechanisms const &mechanisms, unsigned batches) {
+    ftl::TaskScheduler ts;
+    REQUIRE(ftl::detail::InitWithMechanisms(ts, Options(2), mechanisms) == 0);
+    constexpr unsigned kBatch = 1000;
+    std::atomic<std::uint64_t> ran{0};
+    auto empty = [&](ftl::TaskScheduler *) { ran.fetch_add(1, std::memory_order_relaxed); };
+    std::vector<ftl::Task> tasks(kBatch, LambdaTask(empty));
+    for (unsigned batch = 0; batch < batches; ++batch) {
+        ftl::TaskCounter counter(&ts);
+        ts.AddTasks(kBatch, tasks.data(), ftl::TaskPriority::Normal, &counter);
+        ts.WaitForCounter(&counter);
+    }
+    REQUIRE(ran.load() == std::uint64_t(batches) * kBatch);
+    std::uint64_t stolen = 0;
+    for (ftl::WorkerStats const &worker : ts.GetStats().Workers) {
+        stolen += worker.Stolen;
+    }
+    return stolen;
+}
+
+} // namespace
+
+TEST_CASE("A worker stops stealing tasks that are gone before they pay for the move", "[steal-backoff]") {
+    // Each stolen empty task keeps the thief busy for some nanoseconds, far
+    // less than the cache-line transfers the steal cost both cores: after a
+    // few such steals the thief looks at the other worker's tasks at most
+    // once every 64 looks. Without the backoff it takes a task on nearly
+    // every look. (Under ThreadSanitizer a task alone can take a
+    // microsecond, which makes its steal worthwhile: only the first check
+    // holds there.)
+    constexpr unsigned kBatches = 300;
+    std::uint64_t const withBackoff = StolenFromTinyBatches(ftl::detail::Mechanisms{}, kBatches);
+    CAPTURE(withBackoff);
+    if (!ftl_test::kThreadSanitizer) {
+        CHECK(withBackoff <= kBatches * 1000 / 50);
+    }
+    ftl::detail::Mechanisms off;
+    off.StealBackoff = false;
+    std::uint64_t const without = StolenFromTinyBatches(off, kBatches);
+    CAPTURE(without);
+    if (!ftl_test::kThreadSanitizer) {
+        CHECK(withBackoff * 4 < without);
+    }
+}
+
+TEST_CASE("Tasks worth moving still spread over the workers", "[steal-backoff]") {
+    // 40 tasks of 200 us each: every steal keeps the thief busy far longer
+    // than a microsecond, so the backoff never starts, and worker 1 runs a
+    // fair share of them.
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(Options(2)) == 0);
+    constexpr unsigned kTasks = 40;
+    std::atomic<unsigned> onWorker[2] = {{0}, {0}};
+    auto busy = [&](ftl::TaskScheduler *t) {
+        SpinFor(std::chrono::microseconds(200));
+        onWorker[t->GetCurrentThreadIndex()].fetch_add(1);
+    };
+    std::vector<ftl::Task> tasks(kTasks, LambdaTask(busy));
+    ftl::TaskCounter counter(&ts);
+    ts.AddTasks(kTasks, tasks.data(), ftl::TaskPriority::Normal, &counter);
+    ts.WaitForCounter(&counter);
+    CAPTURE(onWorker[0].load(), onWorker[1].load());
+    REQUIRE(onWorker[0].load() + onWorker[1].load() == kTasks);
+    CHECK(onWorker[1].load() >= kTasks / 4);
 }
