@@ -39,6 +39,11 @@ public:
     void Poll() {
         m_scheduler.FireDueTimers();
         m_scheduler.CheckDrain(m_worker);
+        // A wake from here (the drain's flag) is no task's: the slot is
+        // for a running task's worker, and this one is idle.
+        if (!m_worker.NextLooksEmpty()) {
+            m_worker.PublishNext();
+        }
     }
 
 private:
@@ -177,6 +182,9 @@ Worker *Worker::Idle(Fiber *self) {
     // drain request, or the drain sees every task this worker finished.
     std::atomic_thread_fence(std::memory_order_seq_cst);
     scheduler.CheckDrain(*this);
+    if (!NextLooksEmpty()) {
+        PublishNext(); // see IdleHooks::Poll
+    }
     if (scheduler.Quitting()) {
         return ExitThread(self);
     }

@@ -132,6 +132,7 @@ public:
     // Moves the next slot's fiber, if any, to the ready deque, where every
     // worker may take it, and wakes one for it.
     void PublishNext();
+    bool NextLooksEmpty() const { return m_next.load(std::memory_order_relaxed) == 0; }
     // Whether a task of higher priority than `queue` waits in this worker's deques.
     bool HigherPriorityWaiting(unsigned queue) const;
 
@@ -234,7 +235,6 @@ private:
     // fill of the same fiber.
     static constexpr std::uintptr_t kNextFillMask = 63;
     static_assert(alignof(Fiber) > kNextFillMask, "the fill count lives in a Fiber pointer's low bits");
-    bool NextLooksEmpty() const { return m_next.load(std::memory_order_relaxed) == 0; }
     Fiber *TakeNext();
     // Whether the tick's first item is due (it comes from the source the
     // order otherwise puts second: the task deques when ready fibers go first).
