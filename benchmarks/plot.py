@@ -3,6 +3,7 @@
 
     python3 benchmarks/plot.py results.json results.svg [--results-doc docs/results.adoc]
                                                         [--readme README.asciidoc]
+                                                        [--pair pair.json]
 
 The chart has one panel per figure, one bar per system (the median, with a
 line from the minimum to the maximum). --results-doc writes the whole run as
@@ -10,7 +11,9 @@ AsciiDoc: the run's conditions, the table of medians with ratios to ftl, each
 performance target's verdict (as ftl_bench judged it), the --features table,
 and every measurement with its spread and cross-core probe. --readme replaces
 the block between "// results:begin" and "// results:end" in the README with
-the run's table and verdict count. Both are regenerated, never edited by hand.
+the run's table and verdict count. --pair adds the run of `ftl_bench --threads-pair
+R --json` to both: ftl at 1 worker against ftl at every core, per host state. Both
+are regenerated, never edited by hand.
 Needs matplotlib (Debian: python3-matplotlib; bash third_party/deps.sh bench).
 """
 import argparse
@@ -192,7 +195,45 @@ def details(data, results):
     return "\n".join(lines) + "\n"
 
 
-def results_doc(data, chart_name):
+def pair_section(pair):
+    """The --threads-pair run: each figure's median ratio (more workers over one) per
+    host state, then every round."""
+    workers = pair["workers"]
+
+    def state_cell(entry):
+        if entry is None:
+            return "-"
+        text = f"{entry['ratio']:.3f}"
+        return f"*{text}*" if entry["slower"] else text
+
+    lines = [
+        f"== A second worker: ftl at 1 worker and at {workers}",
+        "",
+        f"`ftl_bench --threads-pair {pair['rounds']}` ({pair['started']} to {pair['finished']}; medians of "
+        f"{pair['repetitions']} repetitions): ftl alone, at 1 worker and at {workers}, in rounds that alternate "
+        "which goes first. The state is the host's, from the cross-core probe around each pair (slow above "
+        f"{pair['slow_probe_ns']:g} ns). Median ratio per state, {workers} workers over 1 (above 1: slower "
+        "with more workers; in bold: slower than the target allows).",
+        "",
+        '[cols="2,2,2,2",options="header"]',
+        "|===",
+        "| Figure | Unit | Fast state | Slow state",
+    ]
+    for entry in pair["medians"]:
+        lines.append(f"| {entry['figure']} | {entry['unit']} | {state_cell(entry['fast'])} | "
+                     f"{state_cell(entry['slow'])}")
+    lines += ["|===", "", f"Target: {pair['target']['text']}.", "",
+              '[cols="2,1,2,2,2,2,1",options="header"]', "|===",
+              f"| Figure | Round | 1 worker | {workers} workers | Ratio | Probe (ns) | State"]
+    for row in pair["rows"]:
+        ratio = row["more"] / row["one"] if row["one"] > 0 else 0
+        lines.append(f"| {row['figure']} | {row['round']} | {fmt(row['one'])} {row['unit']} | "
+                     f"{fmt(row['more'])} | {ratio:.3f} | {fmt(row['probe_ns'])} | {row['state']}")
+    lines += ["|===", ""]
+    return lines
+
+
+def results_doc(data, chart_name, pair=None):
     fast_probe = fastest_probe(data)
     met = sum(1 for t in data.get("targets", []) if t["met"])
     parts = [
@@ -229,6 +270,8 @@ def results_doc(data, chart_name):
             "",
             asciidoc_table(data, data["features"], "all on", fast_probe),
         ]
+    if pair is not None:
+        parts += pair_section(pair)
     parts += [
         "== Every measurement",
         "",
@@ -239,15 +282,19 @@ def results_doc(data, chart_name):
     return "\n".join(parts)
 
 
-def readme_block(data):
+def readme_block(data, pair=None):
     fast_probe = fastest_probe(data)
     met = sum(1 for t in data.get("targets", []) if t["met"])
+    total = len(data.get("targets", []))
+    if pair is not None:
+        met += 1 if pair["target"]["met"] else 0
+        total += 1
     lines = [
         f"The latest full run ({data['started']}, {data['threads']} workers per system, medians of "
         f"{data['repetitions']} runs): each system's median, and in parentheses over ftl's (above 1: ftl "
-        f"is faster). `*`: measured in the host's slow state. {met} of {len(data.get('targets', []))} "
-        "performance targets met; `docs/results.adoc` has the verdicts, every measurement and each "
-        "mechanism's part.",
+        f"is faster). `*`: measured in the host's slow state. {met} of {total} "
+        "performance targets met; `docs/results.adoc` has the verdicts, every measurement, each "
+        "mechanism's part" + (" and ftl at 1 worker against ftl at every core." if pair is not None else "."),
         "",
         asciidoc_table(data, data["results"], "ftl", fast_probe).rstrip("\n"),
     ]
@@ -272,18 +319,23 @@ def main():
     parser.add_argument("chart", help="the chart to write (.svg or .png)")
     parser.add_argument("--results-doc", help="also write the results document (AsciiDoc) to this file")
     parser.add_argument("--readme", help="also rewrite the results block of this README")
+    parser.add_argument("--pair", help="ftl_bench --threads-pair --json output to add to both")
     args = parser.parse_args()
     with open(args.json, encoding="utf-8") as file:
         data = json.load(file)
+    pair = None
+    if args.pair:
+        with open(args.pair, encoding="utf-8") as file:
+            pair = json.load(file)
     if data.get("sanitized"):
         sys.exit("plot.py: a sanitizer build's run has no figures to draw")
     if args.results_doc:
         import os
         with open(args.results_doc, "w", encoding="utf-8") as file:
-            file.write(results_doc(data, os.path.basename(args.chart)))
+            file.write(results_doc(data, os.path.basename(args.chart), pair))
         print(f"plot.py: wrote {args.results_doc}")
     if args.readme:
-        replace_block(args.readme, readme_block(data))
+        replace_block(args.readme, readme_block(data, pair))
         print(f"plot.py: rewrote the results block of {args.readme}")
     draw(data, args.chart)
 
