@@ -14,6 +14,12 @@
  *   WakeWorker                  idle/idle.cpp IdleState::Wake (bump WakeSeq, futex wake)
  *   pinned ready                scheduler/wait.cpp ReadyFiber (inbox push; IdleState::NotifyOne:
  *                               fence, ClaimSpecific)
+ *   next slot                   scheduler/worker.cpp Worker::KeepReadied (a task readies a fiber
+ *                               into its worker's slot: no wake; a second one sends the first to
+ *                               the ready deque with NotifyWork), FindWork (the slot first, or
+ *                               PublishNext when something else was taken), StealNext (a searcher
+ *                               takes a fill it saw twice), Idle and IdleHooks::Poll (a wake made
+ *                               while idle is published at once)
  *
  * SPIN explores sequentially consistent interleavings: this is the protocol
  * under the seq_cst fences the code puts between "publish" and "check" on both
@@ -26,11 +32,14 @@
  *
  * Checked: when nothing can move any more (SPIN's `timeout`), all work was
  * consumed, i.e. no worker sleeps while work it could run is queued (docs/design.adoc,
- * invariant 5); the searcher count never underflows; no invalid end state
- * (deadlock) other than workers asleep with nothing to do.
+ * invariant 5), and no fiber is left in a next slot; the searcher count never
+ * underflows; no invalid end state (deadlock) other than workers asleep with
+ * nothing to do.
  *
  * -DBROKEN_NO_RECHECK removes the re-check after the announcement; SPIN must
- * then find a lost wake-up (the test runs both).
+ * then find a lost wake-up (the test runs both). -DBROKEN_IDLE_SLOT keeps a
+ * fiber readied during the idle poll in the idle worker's slot; SPIN must
+ * then find it stranded.
  */
 #ifndef NW
 #define NW 2
@@ -41,6 +50,9 @@
 #ifndef PINNED
 #define PINNED 1
 #endif
+#ifndef READIED
+#define READIED 2
+#endif
 
 byte queue = 0;       /* stealable work: task deques, ready deques, global queue */
 byte inbox[NW];       /* fibers pinned to each worker (FiberInbox) */
@@ -49,6 +61,33 @@ byte searching = 0;   /* IdleState::m_numSearching */
 byte seq[NW];         /* Worker::m_wakeSeq, the futex word */
 bit isSearcher[NW];   /* Worker::m_searching */
 bit producerDone = 0;
+bit slot[NW];         /* Worker::m_next: a fiber a task on that worker readied */
+byte toReady = READIED; /* fibers that items may still ready (each then is work too) */
+
+/* Scheduler::NotifyWork after its fence */
+inline notifyWork(idx) {
+    if
+    :: searching == 0 -> claimAnyAndWake(idx)
+    :: else -> skip
+    fi
+}
+
+/* ReadyFiber with keepLocal on worker `w` (KeepReadied): into the slot, no
+   wake; a fiber already there goes to the ready deque, with a wake. */
+inline keepReadied(w, idx) {
+    if
+    :: atomic { slot[w] == 0 -> slot[w] = 1 }
+    :: atomic { slot[w] == 1 -> queue++ } -> notifyWork(idx)
+    fi
+}
+
+/* PublishNext: the slot's fiber to the ready deque, with a wake. */
+inline publishNext(w, idx) {
+    if
+    :: atomic { slot[w] == 1 -> slot[w] = 0; queue++ } -> notifyWork(idx)
+    :: else -> skip
+    fi
+}
 
 inline stopSearching(was_last) {
     atomic { assert(searching > 0); was_last = (searching == 1); searching-- }
@@ -84,11 +123,17 @@ proctype Worker(byte me) {
     bit wasLast;
 findWork:
     if
-    :: atomic { inbox[me] > 0 -> inbox[me]-- } -> goto found
-    :: atomic { queue > 0 -> queue-- } -> goto found
+    :: atomic { slot[me] == 1 -> slot[me] = 0 } -> goto found
+    :: atomic { inbox[me] > 0 -> inbox[me]-- } -> publishNext(me, idx); goto found
+    :: atomic { queue > 0 -> queue-- } -> publishNext(me, idx); goto found
     :: else -> goto idle
     fi;
 found:
+    /* The item runs: it may ready a fiber that waits for it (KeepReadied). */
+    if
+    :: atomic { toReady > 0 -> toReady-- } -> keepReadied(me, idx)
+    :: true -> skip
+    fi;
     /* FoundWork: the last searcher to find work wakes another worker, if it
        sees more work (AnyWorkVisible: the stealable queues, its own inbox) */
     if
@@ -115,9 +160,23 @@ idle:
         t = 0
     :: else -> skip
     fi;
-    /* spinning: any number of looks at the queues before parking */
+    /* The idle poll may ready a fiber (the drain's flag): Idle and Poll
+       publish the slot at once. */
+    if
+    :: atomic { toReady > 0 -> toReady-- } ->
+#ifdef BROKEN_IDLE_SLOT
+        slot[me] = 1
+#else
+        slot[me] = 1; publishNext(me, idx)
+#endif
+    :: true -> skip
+    fi;
+    /* spinning: any number of looks at the queues before parking; a
+       searcher takes a fill of another worker's slot it saw on an earlier
+       look (StealNext, a CAS) */
     if
     :: (queue > 0 || inbox[me] > 0) -> goto findWork
+    :: atomic { slot[(me + 1) % NW] == 1 -> slot[(me + 1) % NW] = 0 } -> goto found
     :: true -> skip
     fi;
     /* Park step 1: announce */
@@ -201,5 +260,10 @@ init {
         run Producer()
     }
     /* Nothing can move: every worker is asleep and the producer is done. */
-    timeout -> assert(producerDone && queue == 0 && inbox[0] == 0)
+    timeout -> assert(producerDone && queue == 0 && inbox[0] == 0);
+    w = 0;
+    do
+    :: w < NW -> assert(slot[w] == 0); w++
+    :: else -> break
+    od
 }
