@@ -69,6 +69,10 @@ private:
     void Release();
 
     std::atomic<std::uint32_t> m_state{kUnlocked};
+    // Where a contended lock() starts its backoff (log2 of the pauses between
+    // looks), learnt from the waits before it; written only by a waiter that
+    // has just taken the lock, so the line is already its own.
+    std::atomic<std::uint8_t> m_backoffStart{0};
     // The owning fiber's identity, for the unlock-by-non-owner check.
     std::atomic<void const *> m_owner{nullptr};
     detail::WaitList m_waiters;

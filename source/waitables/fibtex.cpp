@@ -41,21 +41,25 @@ namespace {
 // Attempts lock() makes, a pause apart, before it parks: roughly the time a
 // short critical section on another core takes; parking costs two switches.
 constexpr unsigned kLockSpinAttempts = 64;
-// Spinning backs off exponentially, up to this many pauses between looks: a
-// waiter that looks at the lock's cache line all the time takes it away from
-// the holder's core, and every hand-off then crosses the cores.
-constexpr unsigned kMaxBackoffPauses = 64;
+// Spinning backs off exponentially, up to 2^kMaxBackoffLevel pauses between
+// looks: a waiter that looks at the lock's cache line all the time takes it
+// away from the holder's core, and every hand-off then crosses the cores.
+constexpr unsigned kMaxBackoffLevel = 6;
 
-void Backoff(unsigned &pauses) {
-    for (unsigned i = 0; i < pauses; ++i) {
+void Backoff(unsigned &level) {
+    for (unsigned i = 0; i < (1u << level); ++i) {
         detail::CpuRelax();
     }
-    if (pauses < kMaxBackoffPauses) {
-        pauses *= 2;
+    if (level < kMaxBackoffLevel) {
+        ++level;
     }
 }
 
 } // namespace
+
+unsigned detail::FibtexOps::MaxBackoffLevel() {
+    return kMaxBackoffLevel;
+}
 
 Fibtex::Fibtex(TaskScheduler *taskScheduler, unsigned fiberSlots) : m_taskScheduler(taskScheduler) {
     (void)fiberSlots; // waiter lists have no fixed capacity
@@ -88,29 +92,42 @@ void Fibtex::lock(bool pinToThread) {
 }
 
 void Fibtex::lock_spin(bool pinToThread, unsigned iterations) {
-    unsigned pauses = 1;
-    for (unsigned i = 0;; ++i) {
+    if (m_state.load(std::memory_order_relaxed) == kUnlocked && TryAcquire()) {
+        SetOwner();
+        return;
+    }
+    // Contended. A holder that unlocks and relocks at once leaves the lock
+    // free for a moment between its sections; a waiter that looks often
+    // catches those moments and the lock (with the data it guards) crosses
+    // the cores every few sections. So the backoff starts where the last
+    // contended lock() found the lock free, one level lower: quick looks while
+    // waits are short, rare ones while a holder keeps the lock busy.
+    unsigned const start = m_backoffStart.load(std::memory_order_relaxed);
+    unsigned level = start;
+    for (unsigned i = 0; i < iterations; ++i) {
+        unsigned const looked = level;
+        Backoff(level);
         if (m_state.load(std::memory_order_relaxed) == kUnlocked && TryAcquire()) {
+            unsigned const next = looked > 0 ? looked - 1 : 0;
+            if (next != start) {
+                m_backoffStart.store(static_cast<std::uint8_t>(next), std::memory_order_relaxed);
+            }
             SetOwner();
             return;
         }
-        if (i >= iterations) {
-            break;
-        }
-        Backoff(pauses);
     }
     LockSlow(pinToThread);
 }
 
 void Fibtex::lock_spin_infinite(bool pinToThread) {
     (void)pinToThread; // never parks, so never resumes anywhere
-    unsigned pauses = 1;
+    unsigned level = 0;
     for (;;) {
         if (m_state.load(std::memory_order_relaxed) == kUnlocked && TryAcquire()) {
             SetOwner();
             return;
         }
-        Backoff(pauses);
+        Backoff(level);
     }
 }
 

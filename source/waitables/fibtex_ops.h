@@ -20,6 +20,12 @@ public:
     // Unlocks `mutex` for the task that holds it, from wherever the caller
     // runs (a waiter's post-switch step runs on another fiber).
     static void ReleaseFor(Fibtex &mutex) { mutex.Release(); }
+    // Where the next contended lock_spin() starts its backoff (log2 of the
+    // pauses before its first look), and the highest it goes.
+    static unsigned BackoffStart(Fibtex const &mutex) {
+        return mutex.m_backoffStart.load(std::memory_order_relaxed);
+    }
+    static unsigned MaxBackoffLevel();
 };
 
 } // namespace detail

@@ -5,8 +5,10 @@
 #include "ftl/task_counter.h"
 #include "ftl/task_scheduler.h"
 #include "test_support.h"
+#include "waitables/fibtex_ops.h"
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -371,5 +373,64 @@ TEST_CASE("Fibtex try_lock and locking outside the scheduler's threads", "[fibte
         spinner.join();
         REQUIRE(shared.Value == 202 + 800 + 200);
         REQUIRE(shared.Overlaps.load() == 0);
+    }
+}
+
+// A waiter that had to wait long makes the next contended lock_spin() start
+// with rare looks (so a holder that relocks at once keeps the lock on its
+// core); an uncontended lock leaves that alone.
+TEST_CASE("A long contended wait makes the next waiter look rarely", "[fibtex]") {
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(Options(2)) == 0);
+    ftl::Fibtex mutex(&ts);
+    unsigned const maxLevel = ftl::detail::FibtexOps::MaxBackoffLevel();
+    REQUIRE(maxLevel > 1);
+    REQUIRE(ftl::detail::FibtexOps::BackoffStart(mutex) == 0);
+
+    for (int round = 0; round < 3; ++round) {
+        CAPTURE(round);
+        std::atomic<bool> held{false};
+        std::atomic<bool> started{false};
+        std::atomic<bool> waiterDone{false};
+        int value = 0;
+        // A thread outside the scheduler holds the lock for 20 ms after the
+        // waiter starts: far longer than the waiter's climb to its rarest
+        // looks (63 pauses).
+        std::thread holder([&] {
+            mutex.lock();
+            held.store(true);
+            while (!started.load()) {
+                std::this_thread::yield();
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            value = 1;
+            mutex.unlock();
+        });
+        while (!held.load()) {
+            std::this_thread::yield();
+        }
+        int seen = 0;
+        auto waiter = [&](ftl::TaskScheduler *) {
+            started.store(true);
+            // Enough looks never to park: the wait is all spinning.
+            mutex.lock_spin(false, 1u << 30);
+            seen = value;
+            mutex.unlock();
+            waiterDone.store(true);
+        };
+        ftl::TaskCounter done(&ts);
+        ts.AddTask(LambdaTask(waiter), ftl::TaskPriority::Normal, &done);
+        ts.WaitForCounter(&done);
+        holder.join();
+        REQUIRE(waiterDone.load());
+        REQUIRE(seen == 1);
+        // It found the lock free at a look after the most pauses; the next
+        // contended lock starts one level below.
+        REQUIRE(ftl::detail::FibtexOps::BackoffStart(mutex) == maxLevel - 1);
+
+        // An uncontended lock does not write the line's hint.
+        mutex.lock();
+        mutex.unlock();
+        REQUIRE(ftl::detail::FibtexOps::BackoffStart(mutex) == maxLevel - 1);
     }
 }
