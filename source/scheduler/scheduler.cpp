@@ -413,7 +413,7 @@ bool Scheduler::AnyWorkVisible(Worker const &worker, bool othersTasks) const {
     }
     for (unsigned i = 0; i < m_numWorkers; ++i) {
         Worker const &other = m_workers[i];
-        if (othersTasks || &other == &worker ? !other.QueuesLookEmpty() : !other.ReadyLooksEmpty()) {
+        if ((othersTasks || &other == &worker) ? !other.QueuesLookEmpty() : !other.ReadyLooksEmpty()) {
             return true;
         }
     }

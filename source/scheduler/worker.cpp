@@ -8,6 +8,7 @@
 #include "scheduler/wait.h"
 #include "waitables/counter_ops.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <exception>
 
@@ -41,9 +42,7 @@ public:
         m_scheduler.CheckDrain(m_worker);
         // A wake from here (the drain's flag) is no task's: the slot is
         // for a running task's worker, and this one is idle.
-        if (!m_worker.NextLooksEmpty()) {
-            m_worker.PublishNext();
-        }
+        m_worker.PublishNext();
     }
 
 private:
@@ -182,9 +181,7 @@ Worker *Worker::Idle(Fiber *self) {
     // drain request, or the drain sees every task this worker finished.
     std::atomic_thread_fence(std::memory_order_seq_cst);
     scheduler.CheckDrain(*this);
-    if (!NextLooksEmpty()) {
-        PublishNext(); // see IdleHooks::Poll
-    }
+    PublishNext(); // see IdleHooks::Poll
     if (scheduler.Quitting()) {
         return ExitThread(self);
     }
@@ -329,9 +326,7 @@ bool Worker::FindWork(TaskItem &item) {
     }
     // The order took something else first (a tick's first task, the global
     // queue's turn): the slot's fiber must not wait hidden behind it.
-    if (!NextLooksEmpty()) {
-        PublishNext();
-    }
+    PublishNext();
     return found;
 }
 
@@ -442,9 +437,7 @@ void Worker::JudgeSteal() {
         m_stealBackoff = 0;
         return;
     }
-    m_stealBackoff = m_stealBackoff == 0
-                         ? 1
-                         : (2 * m_stealBackoff < kMaxStealBackoff ? 2 * m_stealBackoff : kMaxStealBackoff);
+    m_stealBackoff = std::min(m_stealBackoff == 0 ? 1u : 2 * m_stealBackoff, kMaxStealBackoff);
     m_stealSkip = m_stealBackoff;
 }
 
@@ -464,7 +457,7 @@ bool Worker::Steal(TaskItem &item) {
     if (n == 1) {
         return false;
     }
-    bool const tasks = !m_stealBackoffOn || MayStealTasks();
+    bool const tasks = MayStealTasks(); // always, with the backoff off
     unsigned const start = NextRandom() % n;
     for (unsigned i = 0; i < n; ++i) {
         unsigned const victimIndex = (start + i) % n;
@@ -526,10 +519,22 @@ Fiber *Worker::TakeNext() {
 }
 
 void Worker::PublishNext() {
+    if (NextLooksEmpty()) {
+        return; // the common case: no exchange
+    }
     if (Fiber *fiber = TakeNext(); fiber != nullptr) {
         m_ready.Push(fiber);
         m_scheduler->NotifyWork(Scheduler::Waker::Worker);
     }
+}
+
+bool Worker::SeenBefore(unsigned victim, std::uintptr_t word) {
+    if (word == m_seenNext && victim == m_seenNextVictim) {
+        return true;
+    }
+    m_seenNext = word;
+    m_seenNextVictim = victim;
+    return false;
 }
 
 bool Worker::SeesHeldNext() {
@@ -541,14 +546,9 @@ bool Worker::SeesHeldNext() {
             continue;
         }
         std::uintptr_t const word = m_scheduler->WorkerAt(i).m_next.load(std::memory_order_relaxed);
-        if (word == 0) {
-            continue;
-        }
-        if (word == m_seenNext && i == m_seenNextVictim) {
+        if (word != 0 && SeenBefore(i, word)) {
             return true;
         }
-        m_seenNext = word;
-        m_seenNextVictim = i;
     }
     return false;
 }
@@ -558,11 +558,9 @@ bool Worker::StealNext(Worker &victim, Fiber *&fiber) {
     if (word == 0) {
         return false;
     }
-    if (word != m_seenNext || victim.m_index != m_seenNextVictim) {
+    if (!SeenBefore(victim.m_index, word)) {
         // The first look at this fill: its owner will likely run it sooner
         // than it could cross to this core.
-        m_seenNext = word;
-        m_seenNextVictim = victim.m_index;
         return false;
     }
     // Acquire: pairs with KeepReadied's release.

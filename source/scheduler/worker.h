@@ -130,7 +130,7 @@ public:
     Source NextSource(bool heldTasks);
     bool TakeReadyFiber(Fiber *&fiber);
     // Moves the next slot's fiber, if any, to the ready deque, where every
-    // worker may take it, and wakes one for it.
+    // worker may take it, and wakes one for it (a relaxed load when empty).
     void PublishNext();
     bool NextLooksEmpty() const { return m_next.load(std::memory_order_relaxed) == 0; }
     // Whether a task of higher priority than `queue` waits in this worker's deques.
@@ -229,6 +229,9 @@ private:
     bool TakeGlobal(TaskItem &item);
     bool Steal(TaskItem &item);
     bool StealNext(Worker &victim, Fiber *&fiber);
+    // Whether `word` is the slot fill of worker `victim` seen at the
+    // previous look; remembers it when not.
+    bool SeenBefore(unsigned victim, std::uintptr_t word);
     void JudgeSteal();
     // The next slot: a Fiber pointer (64-byte aligned) with a fill count in
     // its low bits, so that a thief tells a fill it saw before from a new

@@ -90,10 +90,11 @@ TEST_CASE("Two fibers handing a value back and forth stay on one worker", "[next
 }
 
 TEST_CASE("Without the next slot, a value hand-off still completes on two workers", "[next-slot]") {
+    // PingPongMoves checks the count and the thread indices; where the
+    // sides run (the moves it returns) is up to the scheduler here.
     ftl::detail::Mechanisms mechanisms;
     mechanisms.NextSlot = false;
-    unsigned const moves = PingPongMoves(mechanisms, 2000);
-    CHECK(moves < 2 * 2000);
+    PingPongMoves(mechanisms, 2000);
 }
 
 TEST_CASE("A searching worker takes a fiber whose readier goes on running", "[next-slot]") {
