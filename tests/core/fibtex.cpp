@@ -395,7 +395,7 @@ TEST_CASE("A long contended wait makes the next waiter look rarely", "[fibtex]")
         int value = 0;
         // A thread outside the scheduler holds the lock for 20 ms after the
         // waiter starts: far longer than the waiter's climb to its rarest
-        // looks (63 pauses).
+        // looks (2^maxLevel - 1 pauses, microseconds).
         std::thread holder([&] {
             mutex.lock();
             held.store(true);
