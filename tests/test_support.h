@@ -58,6 +58,13 @@ constexpr bool kThreadSanitizer = true;
 constexpr bool kThreadSanitizer = false;
 #endif
 
+// Running under an emulator of another CPU (tests/CMakeLists.txt).
+#if defined(FTL_TEST_CPU_EMULATED)
+constexpr bool kCpuEmulated = true;
+#else
+constexpr bool kCpuEmulated = false;
+#endif
+
 inline ftl::TaskSchedulerInitOptions
 Options(unsigned threads, ftl::EmptyQueueBehavior behavior = ftl::EmptyQueueBehavior::Sleep) {
     ftl::TaskSchedulerInitOptions options;
