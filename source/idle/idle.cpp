@@ -3,10 +3,11 @@
 namespace ftl {
 namespace detail {
 
-void IdleState::Init(unsigned numWorkers, bool limitSearchers, bool spinBeforePark) {
+void IdleState::Init(unsigned numWorkers, bool limitSearchers, bool spinBeforePark, bool adaptiveSpin) {
     m_numWorkers = numWorkers;
     m_limitSearchers = limitSearchers;
     m_spinBeforePark = spinBeforePark;
+    m_adaptiveSpin = adaptiveSpin;
     m_slots.reset(new Slot[numWorkers]);
 }
 

@@ -4,8 +4,8 @@
 // touches the bitmap, the searcher count or the futex words itself.
 //
 // A worker out of work becomes a searcher (if fewer than half the workers
-// already search), spins a while looking for work, then parks on a futex word
-// of its own. Parked workers are bits in a bitmap, so a waker finds one in
+// already search), spins a while looking for work (while such spins pay), then
+// parks on a futex word of its own. Parked workers are bits in a bitmap, so a waker finds one in
 // O(1) (count trailing zeros) and claims it by clearing its bit; a claimed
 // worker wakes as a searcher. A waker that sees a searcher wakes no one: the
 // searcher finds the work, or re-checks after it announces itself parked. The
@@ -43,13 +43,23 @@ constexpr unsigned kMaxWorkers = 256;
 // once (W7 stays far below 0.02 cpu-s per 2 s).
 constexpr unsigned kSpinRounds = 64;
 constexpr unsigned kSpinPauses = 32;
+// Adaptive spin: a worker skips the spin after this many spins in a row that
+// found nothing and were followed by a sleep longer than the spin itself (a
+// longer spin would not have caught the work either). The first sleep that
+// ends within one spin's length brings the spin back. Besides the CPU time,
+// a spin that misses costs the next wake-up: after spinning, a worker woken
+// by a thread on its own CPU no longer preempts that thread (Linux's EEVDF
+// scheduler counts the spin against it) and waits for it to block; W8 took
+// about 9 us instead of 5.
+constexpr unsigned kSpinMissLimit = 2;
 
 class IdleState {
 public:
     // limitSearchers: a worker becomes a searcher only while fewer than half
     // the workers search (a measurement switch can lift it); spinBeforePark:
-    // look a while before parking.
-    void Init(unsigned numWorkers, bool limitSearchers, bool spinBeforePark);
+    // look a while before parking; adaptiveSpin: only while spinning pays
+    // (kSpinMissLimit).
+    void Init(unsigned numWorkers, bool limitSearchers, bool spinBeforePark, bool adaptiveSpin = true);
 
     // The idle side, called by worker `self` when it found no work. Hooks:
     //   bool WorkVisible()                   any queue `self` could take from
@@ -98,6 +108,13 @@ public:
     // Claims this worker if it is parked.
     bool ClaimSpecific(unsigned index);
     bool Searching(unsigned self) const { return m_slots[self].Searching; }
+    // Whether worker `self` spins before its next park (if it searches);
+    // read by the owner, or by the tests while it is not idle.
+    bool SpinsBeforePark(unsigned self) const {
+        return m_spinBeforePark && (!m_adaptiveSpin || m_slots[self].SpinMisses < kSpinMissLimit);
+    }
+    // How long worker `self`'s last full spin took (0 before the first).
+    std::uint64_t LastSpinNs(unsigned self) const { return m_slots[self].SpinNs; }
     // Times worker `index` went to sleep, and times a waker claimed it.
     std::uint64_t Parks(unsigned index) const { return m_slots[index].Parks.load(std::memory_order_relaxed); }
     std::uint64_t WakeUps(unsigned index) const {
@@ -115,9 +132,21 @@ private:
         // For GetStats: written by the owner only, read by anyone.
         std::atomic<std::uint64_t> Parks{0};
         std::atomic<std::uint64_t> WakeUps{0};
+        // The adaptive spin's state, the owner's alone: spins in a row that
+        // missed, and how long the last full spin took.
+        unsigned SpinMisses = 0;
+        std::uint64_t SpinNs = 0;
     };
 
     static std::uint64_t Bit(unsigned index) { return std::uint64_t(1) << (index % 64); }
+    // After a sleep of `sleptNs`: would a spin have caught its end?
+    static void SleptFor(Slot &slot, std::uint64_t sleptNs) {
+        if (sleptNs <= slot.SpinNs) {
+            slot.SpinMisses = 0;
+        } else if (slot.SpinMisses < kSpinMissLimit) {
+            ++slot.SpinMisses;
+        }
+    }
     void Wake(unsigned index);
     template <class Hooks>
     void Park(unsigned self, Hooks &hooks);
@@ -135,6 +164,7 @@ private:
     unsigned m_numWorkers = 1;
     bool m_limitSearchers = true;
     bool m_spinBeforePark = true;
+    bool m_adaptiveSpin = true;
     alignas(64) std::atomic<std::uint64_t> m_parked[kMaxWorkers / 64] = {};
     // Always equal to the number of workers whose Searching is set: a claimed
     // worker counts itself once awake (AddClaimedSearcher), never its claimer
@@ -164,15 +194,18 @@ void IdleState::Idle(unsigned self, EmptyQueueBehavior behavior, Hooks &hooks) {
         }
         return;
     }
-    if (slot.Searching && m_spinBeforePark) {
+    if (slot.Searching && SpinsBeforePark(self)) {
+        std::uint64_t const from = NowNs();
         for (unsigned round = 0; round < kSpinRounds; ++round) {
             for (unsigned i = 0; i < kSpinPauses; ++i) {
                 CpuRelax();
             }
             if (hooks.SpinLook()) {
+                slot.SpinMisses = 0;
                 return;
             }
         }
+        slot.SpinNs = NowNs() - from;
     }
     Park(self, hooks);
 }
@@ -203,6 +236,7 @@ void IdleState::Park(unsigned self, Hooks &hooks) {
     //    lost), or until the next poll is due; a poll is followed by the same
     //    look as step 2.
     AddOwned(slot.Parks, 1);
+    std::uint64_t const sleptFrom = NowNs();
     for (;;) {
         std::uint32_t const seq = slot.WakeSeq.load(std::memory_order_acquire);
         if (!IsParked(self)) {
@@ -216,12 +250,14 @@ void IdleState::Park(unsigned self, Hooks &hooks) {
         FutexWaitFor(&slot.WakeSeq, seq, pollNs);
         hooks.Poll();
         if (LeaveIfWork(self, hooks, true)) {
+            SleptFor(slot, NowNs() - sleptFrom);
             return;
         }
     }
     AddClaimedSearcher(); // claimed: we wake as a searcher
     slot.Searching = true;
     AddOwned(slot.WakeUps, 1);
+    SleptFor(slot, NowNs() - sleptFrom);
 }
 
 template <class Hooks>

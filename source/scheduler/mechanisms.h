@@ -21,6 +21,10 @@ struct Mechanisms {
     bool SearcherLimit = true;
     // An idle worker looks for work a short while before it parks.
     bool SpinBeforePark = true;
+    // A worker whose spins keep missing (each followed by a sleep longer
+    // than the spin) parks at once, until a sleep short enough for a spin to
+    // have caught its end (off: it always spins).
+    bool AdaptiveSpin = true;
     // Ready fibers before new tasks (off: new tasks first; the tick's first
     // item then comes from the ready fibers).
     bool ReadyFibersFirst = true;
@@ -46,6 +50,7 @@ constexpr MechanismSwitch kMechanismSwitches[] = {
     {"AdaptiveGlobalInterval", &Mechanisms::AdaptiveGlobalInterval},
     {"SearcherLimit", &Mechanisms::SearcherLimit},
     {"SpinBeforePark", &Mechanisms::SpinBeforePark},
+    {"AdaptiveSpin", &Mechanisms::AdaptiveSpin},
     {"ReadyFibersFirst", &Mechanisms::ReadyFibersFirst},
     {"InlineChildren", &Mechanisms::InlineChildren},
     {"NextSlot", &Mechanisms::NextSlot},

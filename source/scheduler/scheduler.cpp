@@ -92,7 +92,8 @@ InitError Scheduler::Start() {
         m_workers[i].Init(this, m_global, i, cpus[i % cpus.size()], m_mechanisms);
     }
     StartTrace();
-    m_idle.Init(m_numWorkers, m_mechanisms.SearcherLimit, m_mechanisms.SpinBeforePark);
+    m_idle.Init(m_numWorkers, m_mechanisms.SearcherLimit, m_mechanisms.SpinBeforePark,
+                m_mechanisms.AdaptiveSpin);
     m_closures.Init(m_numWorkers);
     m_behavior.store(options.Behavior, std::memory_order_relaxed);
 

@@ -9,7 +9,8 @@
 // and returns as a searcher; Notify wakes no one while a searcher exists;
 // work seen at the re-check (or a claim before it) ends Idle without a sleep;
 // PollNs/Poll run while asleep; Spin and Yield never park; the last searcher
-// to find work wakes the next worker when more work is visible.
+// to find work wakes the next worker when more work is visible; the adaptive
+// spin stops after spins that missed and comes back after a short sleep.
 #include "idle/idle.h"
 #include "platform/platform.h"
 #include "test_support.h"
@@ -38,7 +39,8 @@ struct TestHooks {
     unsigned VisibleFromCall = 0; // 0: never by count
     unsigned StopFromCall = 0;    // StopIdling returns true from this call on; 0: never
     std::uint64_t PollInterval = 0;
-    std::function<void()> OnFirstPoll; // runs inside the first Poll (the re-check's)
+    std::function<void()> OnFirstPoll;          // runs inside the first Poll (the re-check's)
+    std::chrono::microseconds SpinLookDelay{0}; // how long each spin round's look takes
 
     std::atomic<unsigned> WorkVisibleCalls{0};
     std::atomic<unsigned> StopIdlingCalls{0};
@@ -48,8 +50,18 @@ struct TestHooks {
     std::atomic<unsigned> SeenParked{0};    // WorkVisible calls made while Self's parked bit was set
     EmptyQueueBehavior Expected = EmptyQueueBehavior::Sleep;
 
-    // Spin rounds look like any other look here.
-    bool SpinLook() { return WorkVisible(); }
+    // Spin rounds look like any other look here (after SpinLookDelay, waited
+    // out on the clock: a sleep that short may return at once, as with
+    // mingw's sleep_for under Wine).
+    bool SpinLook() {
+        if (SpinLookDelay.count() > 0) {
+            auto const until = std::chrono::steady_clock::now() + SpinLookDelay;
+            while (std::chrono::steady_clock::now() < until) {
+                std::this_thread::yield();
+            }
+        }
+        return WorkVisible();
+    }
     bool WorkVisible() {
         unsigned const call = WorkVisibleCalls.fetch_add(1) + 1;
         if (Idle != nullptr && Idle->IsParked(Self)) {
@@ -83,11 +95,13 @@ struct TestHooks {
 class Sleeper {
 public:
     Sleeper(IdleState &idle, unsigned self, std::atomic<int> *work = nullptr,
-            std::function<void(TestHooks &)> after = nullptr)
+            std::function<void(TestHooks &)> after = nullptr,
+            std::chrono::microseconds spinLookDelay = std::chrono::microseconds(0))
         : m_idle(idle) {
         Hooks.Idle = &idle;
         Hooks.Self = self;
         Hooks.Work = work;
+        Hooks.SpinLookDelay = spinLookDelay;
         m_thread = std::thread([this, self, after] {
             m_idle.Idle(self, EmptyQueueBehavior::Sleep, Hooks);
             m_returned.store(true);
@@ -780,4 +794,70 @@ TEST_CASE("IdleState: Spin and Yield look for work without parking", "[internal]
     // It became a searcher and still is one.
     REQUIRE(idle.Searching(0));
     REQUIRE(idle.NumSearching() == 1);
+}
+
+TEST_CASE("IdleState: the adaptive spin stops after spins that missed and comes back after a short sleep",
+          "[internal][idle]") {
+    bool const adaptive = GENERATE(true, false);
+    INFO("adaptive spin " << adaptive);
+    IdleState idle;
+    idle.Init(2, true, true, adaptive);
+    std::atomic<int> work{0};
+    // Each spin round's look takes 250 us, so a spin lasts at least 16 ms: a
+    // wake right after the worker falls asleep ends well within it, and a
+    // sleep of twice the spin plus 5 ms does not.
+    auto const lookDelay = std::chrono::microseconds(250);
+    unsigned const spinLooks = ftl::detail::kSpinRounds;
+    std::uint64_t const minSpinNs = spinLooks * 250000ull;
+    // One Idle call on worker 0: it spins (or not), parks, sleeps `longSleep`
+    // or not at all, and is woken by Notify. Returns the looks it made.
+    auto idleOnce = [&](bool longSleep) {
+        Sleeper sleeper(idle, 0, &work, nullptr, lookDelay);
+        REQUIRE(sleeper.WaitAsleep());
+        if (longSleep) {
+            std::uint64_t const spinNs = idle.LastSpinNs(0);
+            std::this_thread::sleep_for(std::chrono::nanoseconds(2 * spinNs) + std::chrono::milliseconds(5));
+        }
+        work.store(1);
+        idle.Notify();
+        REQUIRE(sleeper.WaitReturned());
+        sleeper.Join();
+        work.store(0);
+        REQUIRE(idle.Searching(0)); // claimed: it idles next time as a searcher
+        return sleeper.Hooks.WorkVisibleCalls.load();
+    };
+
+    // Two spins that miss, each followed by a long sleep.
+    REQUIRE(idle.SpinsBeforePark(0));
+    REQUIRE(idleOnce(true) == spinLooks + 1); // the spin, then the re-check
+    REQUIRE(idle.LastSpinNs(0) >= minSpinNs);
+    REQUIRE(idle.SpinsBeforePark(0));
+    REQUIRE(idleOnce(true) == spinLooks + 1);
+    REQUIRE(idle.SpinsBeforePark(0) == !adaptive);
+    if (!adaptive) {
+        // Off: it spins whatever the sleeps.
+        REQUIRE(idleOnce(true) == spinLooks + 1);
+        REQUIRE(idle.SpinsBeforePark(0));
+        return;
+    }
+    // Then it parks at once: only the re-check looks. A long sleep keeps it so.
+    REQUIRE(idleOnce(true) == 1);
+    REQUIRE_FALSE(idle.SpinsBeforePark(0));
+    // A sleep that ends within a spin's length brings the spin back.
+    REQUIRE(idleOnce(false) == 1);
+    REQUIRE(idle.SpinsBeforePark(0));
+    // One miss, then a spin that finds work: the count of misses starts over,
+    // so one more miss leaves the spin on.
+    REQUIRE(idleOnce(true) == spinLooks + 1);
+    REQUIRE(idle.SpinsBeforePark(0));
+    {
+        TestHooks hooks;
+        hooks.Idle = &idle;
+        hooks.VisibleFromCall = 3;
+        idle.Idle(0, EmptyQueueBehavior::Sleep, hooks);
+        REQUIRE(hooks.WorkVisibleCalls.load() == 3);
+        REQUIRE_FALSE(idle.IsParked(0));
+    }
+    REQUIRE(idleOnce(true) == spinLooks + 1);
+    REQUIRE(idle.SpinsBeforePark(0));
 }
