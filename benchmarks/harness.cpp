@@ -57,6 +57,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // The child reports on a pipe, one line each:
+//   probe <before> <after> <1-thread before> <1-thread after>   the probes (ns)
 //   figure <repetitions> <median> <min> <max>   one per figure, then
 //   ok                                           or, instead of all that,
 //   fail <message>
@@ -142,11 +143,53 @@ double CrossCoreProbe() {
     return nsPerRoundTrip;
 }
 
+// The single-thread probe: each of the first two CPUs this process may use,
+// in turn, makes kSerialProbeOps locked increments of a cache line no other
+// thread touches; returns the slower CPU's ns per increment. The host also
+// switches between states in which the same single-thread code runs at
+// different speeds (a lock/unlock loop 2.5 vs 4 ns), which the cross-core
+// probe does not see; a workload's 1-worker figure moves with it.
+constexpr unsigned kSerialProbeOps = 200000;
+
+double SerialProbe() {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+        return 0;
+    }
+    double slowest = 0;
+    int done = 0;
+    for (std::size_t cpu = 0; cpu < static_cast<std::size_t>(CPU_SETSIZE) && done < 2; ++cpu) {
+        if (!CPU_ISSET(cpu, &allowed)) {
+            continue;
+        }
+        ++done;
+        double nsPerOp = 0;
+        std::thread probe([cpu, &nsPerOp] {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(cpu, &set);
+            pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+            alignas(64) std::atomic<std::uint64_t> line{0};
+            auto const start = Clock::now();
+            for (unsigned i = 0; i < kSerialProbeOps; ++i) {
+                line.fetch_add(1, std::memory_order_acq_rel);
+            }
+            nsPerOp =
+                std::chrono::duration<double, std::nano>(Clock::now() - start).count() / kSerialProbeOps;
+        });
+        probe.join();
+        slowest = std::max(slowest, nsPerOp);
+    }
+    return slowest;
+}
+
 std::function<std::string()> g_poolStatistics;
 
 std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const &workload,
                         std::unique_ptr<Fixture> &fixture, Implementation const &implementation) {
     double const probeBefore = CrossCoreProbe();
+    double const serialBefore = SerialProbe();
     fixture = implementation.Make(sizes);
     unsigned const repetitions = kSanitizedBuild ? 0 : std::max(config.Repetitions, kMinRepetitions);
     // A sanitizer build runs the warm-up even where the workload skips it,
@@ -211,7 +254,9 @@ std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const
     // After the pool is gone, so that its threads do not share the cores with
     // the probe (a spinning pool would).
     fixture.reset();
-    std::snprintf(line, sizeof line, "probe %.17g %.17g\n", probeBefore, CrossCoreProbe());
+    double const probeAfter = CrossCoreProbe();
+    std::snprintf(line, sizeof line, "probe %.17g %.17g %.17g %.17g\n", probeBefore, probeAfter, serialBefore,
+                  SerialProbe());
     report += line;
     for (std::vector<double> const &figure : values) {
         double const median = MedianOf(figure);
@@ -382,7 +427,7 @@ Measurement MeasureIsolated(Config const &config, Sizes const &sizes, Workload c
             result.Figures.push_back(stats);
         } else if (line.rfind("probe ", 0) == 0) {
             std::istringstream fields(line.substr(6));
-            fields >> result.ProbeBefore >> result.ProbeAfter;
+            fields >> result.ProbeBefore >> result.ProbeAfter >> result.SerialBefore >> result.SerialAfter;
         } else if (line.rfind("stats ", 0) == 0) {
             result.PoolStatistics += line.substr(6) + "\n";
         } else if (line == "ok") {

@@ -177,6 +177,10 @@ struct Measurement {
     // and just after it stopped (0: fewer than two CPUs).
     double ProbeBefore = 0;
     double ProbeAfter = 0;
+    // The single-thread probe (ns per locked increment on the slower of the
+    // first two CPUs), at the same two moments.
+    double SerialBefore = 0;
+    double SerialAfter = 0;
 };
 
 // Measures one implementation in a child process (see the top of this file).

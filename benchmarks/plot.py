@@ -199,6 +199,11 @@ def pair_section(pair):
     """The --threads-pair run: each figure's median ratio (more workers over one) per
     host state, then every round."""
     workers = pair["workers"]
+    factor = pair.get("serial_slow_factor")
+    serial_note = "" if factor is None else (
+        f" A round marked * ran while the single-thread probe (a locked increment on one core) read above "
+        f"{factor:g}x the run's fastest ({fmt(pair['fastest_serial_ns'])} ns): the host ran single-thread code "
+        "slower, which inflates the 1-worker figure more than the other, so the round stays out of the medians.")
 
     def state_cell(entry):
         if entry is None:
@@ -213,7 +218,7 @@ def pair_section(pair):
         f"{pair['repetitions']} repetitions): ftl alone, at 1 worker and at {workers}, in rounds that alternate "
         "which goes first. The state is the host's, from the cross-core probe around each pair (slow above "
         f"{pair['slow_probe_ns']:g} ns). Median ratio per state, {workers} workers over 1 (above 1: slower "
-        "with more workers; in bold: slower than the target allows).",
+        "with more workers; in bold: slower than the target allows)." + serial_note,
         "",
         '[cols="2,2,2,2",options="header"]',
         "|===",
@@ -223,12 +228,14 @@ def pair_section(pair):
         lines.append(f"| {entry['figure']} | {entry['unit']} | {state_cell(entry['fast'])} | "
                      f"{state_cell(entry['slow'])}")
     lines += ["|===", "", f"Target: {pair['target']['text']}.", "",
-              '[cols="2,1,2,2,2,2,1",options="header"]', "|===",
-              f"| Figure | Round | 1 worker | {workers} workers | Ratio | Probe (ns) | State"]
+              '[cols="2,1,2,2,2,2,2,1",options="header"]', "|===",
+              f"| Figure | Round | 1 worker | {workers} workers | Ratio | Probe (ns) | 1-thread probe (ns) | State"]
     for row in pair["rows"]:
         ratio = row["more"] / row["one"] if row["one"] > 0 else 0
+        serial = fmt(row["serial_ns"]) if "serial_ns" in row else "-"
+        mark = "*" if row.get("serial_slow") else ""
         lines.append(f"| {row['figure']} | {row['round']} | {fmt(row['one'])} {row['unit']} | "
-                     f"{fmt(row['more'])} | {ratio:.3f} | {fmt(row['probe_ns'])} | {row['state']}")
+                     f"{fmt(row['more'])} | {ratio:.3f} | {fmt(row['probe_ns'])} | {serial} | {row['state']}{mark}")
     lines += ["|===", ""]
     return lines
 

@@ -18,6 +18,7 @@ if(failed)
 endif()
 file(READ ${OUT}/results.adoc doc)
 foreach(expected "== A second worker: ftl at 1 worker and at 2" "| W1 | ns/task | " "| W4 | 1 | "
+                 "| 1-thread probe (ns) | State"
                  "Target: no workload (W1-W8) slower at 2 workers than at 1")
     string(FIND "${doc}" "${expected}" at)
     if(at EQUAL -1)
