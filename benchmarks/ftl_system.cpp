@@ -602,7 +602,9 @@ private:
 // The main thread (worker 0) waits on a counter that only the driver thread
 // releases, so every worker is parked between samples. The driver, a thread
 // that is not a worker, adds one task per sample after kWakeGap of idleness;
-// the task reads the clock first thing.
+// the task reads the clock first thing. W8b (kBusyAdder): the driver stays
+// busy for kBusyAfterAdd after each add.
+template <bool kBusyAdder>
 class WakeLatency final : public Fixture {
 public:
     WakeLatency(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
@@ -624,6 +626,9 @@ public:
                 m_probe = Probe{this, i};
                 m_starts[i] = NowNs();
                 m_scheduler.Get()->AddTask(ftl::Task{ProbeTask, &m_probe}, ftl::TaskPriority::Normal, &done);
+                if (kBusyAdder) {
+                    StayBusyAfterAdd();
+                }
             }
             WaitForSample(m_samples);
             done.Decrement();
@@ -817,7 +822,9 @@ System MakeFtlSystem(std::string name, ftl::detail::Mechanisms const &mechanisms
     list.push_back(
         Make<TimerLateness>("T1", "SleepFor / timed WaitForCounter of 1 ms in a task", mechanisms));
     list.push_back(
-        Make<WakeLatency>("W8", "AddTask from a non-worker thread, every worker parked", mechanisms));
+        Make<WakeLatency<false>>("W8", "AddTask from a non-worker thread, every worker parked", mechanisms));
+    list.push_back(Make<WakeLatency<true>>("W8b", "AddTask from a non-worker thread that stays busy after it",
+                                           mechanisms));
     list.push_back(Make<GlobalQueueLatency>("M1", "AddTask from a non-worker thread while workers are busy",
                                             mechanisms));
     list.push_back(Make<Startup>("S1", "TaskScheduler::Init, one task, destruction", mechanisms));

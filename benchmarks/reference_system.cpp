@@ -7,7 +7,7 @@
 //       between runs, so a run costs the summing and a start signal.
 //   W8  a bare futex wake: a thread blocked in FUTEX_WAIT, woken by FUTEX_WAKE
 //       after the same 2 ms gap; from just before the wake to the woken thread
-//       reading the clock.
+//       reading the clock. W8b: the waking thread then stays busy for 1 ms.
 //   R1  jump_fcontext to a context and back (Boost.Context, the switch ftl's
 //       fibers use).
 //   R2  two threads pinned to two cores bounce one cache line: each waits for
@@ -162,6 +162,9 @@ long Futex(std::atomic<std::uint32_t> *word, int op, std::uint32_t value) {
     return syscall(SYS_futex, reinterpret_cast<std::uint32_t *>(word), op, value, nullptr, nullptr, 0);
 }
 
+// W8b (kBusyWaker): the waking thread stays busy for kBusyAfterAdd after
+// each wake.
+template <bool kBusyWaker>
 class FutexWake final : public Fixture {
 public:
     explicit FutexWake(Sizes const &sizes) : m_samples(sizes.WakeSamples) {}
@@ -192,6 +195,9 @@ public:
             m_starts[i] = NowNs();
             m_word.store(i + 1, std::memory_order_release);
             Futex(&m_word, FUTEX_WAKE_PRIVATE, 1);
+            if (kBusyWaker) {
+                StayBusyAfterAdd();
+            }
         }
         waiter.join();
     }
@@ -326,9 +332,14 @@ System MakeReferenceSystem() {
                                   [cpus](Sizes const &sizes) -> std::unique_ptr<Fixture> {
                                       return std::make_unique<ThreadLoop>(sizes, cpus);
                                   }});
-    list.push_back(Implementation{
-        "W8", "FUTEX_WAKE to a thread in FUTEX_WAIT",
-        [](Sizes const &sizes) -> std::unique_ptr<Fixture> { return std::make_unique<FutexWake>(sizes); }});
+    list.push_back(Implementation{"W8", "FUTEX_WAKE to a thread in FUTEX_WAIT",
+                                  [](Sizes const &sizes) -> std::unique_ptr<Fixture> {
+                                      return std::make_unique<FutexWake<false>>(sizes);
+                                  }});
+    list.push_back(Implementation{"W8b", "FUTEX_WAKE from a thread that stays busy after it",
+                                  [](Sizes const &sizes) -> std::unique_ptr<Fixture> {
+                                      return std::make_unique<FutexWake<true>>(sizes);
+                                  }});
     // Boost.Context switches unannounced to the sanitizers would only confuse
     // them; a sanitizer build has no figures anyway.
     if (!kSanitizedBuild) {

@@ -361,7 +361,9 @@ private:
 // W8 ---------------------------------------------------------------------------
 
 // The main thread stays outside the arena and enqueues one task per sample
-// after kWakeGap; the task reads the clock first thing.
+// after kWakeGap; the task reads the clock first thing. W8b (kBusyAdder):
+// the main thread stays busy for kBusyAfterAdd after each enqueue.
+template <bool kBusyAdder>
 class WakeLatency final : public Fixture {
 public:
     explicit WakeLatency(Sizes const &sizes) : m_arena(sizes), m_samples(sizes.WakeSamples) {}
@@ -379,6 +381,9 @@ public:
                 m_latencies[i] = now - m_starts[i];
                 m_taken.fetch_add(1, std::memory_order_release);
             });
+            if (kBusyAdder) {
+                StayBusyAfterAdd();
+            }
         }
         WaitForSample(m_samples);
     }
@@ -413,7 +418,9 @@ System MakeTbbSystem() {
     list.push_back(Make<ContendedMutex<std::mutex>>("W5b", "std::mutex, std::lock_guard"));
     list.push_back(Make<TriangleNumber>("W6", "one task_group, run per slice"));
     list.push_back(Make<Idle>("W7", "task_arena, workers started, then idle"));
-    list.push_back(Make<WakeLatency>("W8", "task_arena::enqueue from outside the arena"));
+    list.push_back(Make<WakeLatency<false>>("W8", "task_arena::enqueue from outside the arena"));
+    list.push_back(
+        Make<WakeLatency<true>>("W8b", "task_arena::enqueue from a thread that stays busy after it"));
     return system;
 }
 

@@ -184,6 +184,11 @@ std::vector<Workload> MakeWorkloads(Sizes const &sizes) {
                              std::to_string(sizes.WakeSamples) + " samples",
                          {{"W8", "us median"}, {"W8 p99", "us p99"}},
                          0});
+    workloads.push_back({"W8b",
+                         "W8 with an adder that stays busy: it computes for 1 ms after each add before it "
+                         "sleeps, as a main thread that hands out a job and goes on",
+                         {{"W8b", "us median"}, {"W8b p99", "us p99"}},
+                         0});
     workloads.push_back({"M1",
                          "mechanism probe: every worker busy with 200 us tasks while another thread adds a "
                          "task every 2 ms; add call to the task's first instruction",

@@ -59,6 +59,9 @@ constexpr double kIdleReportSeconds = 2.0;
 // W8: how long the pool idles before each sample. Longer than any system's
 // spin-before-sleep, so every sample starts from parked threads.
 constexpr std::chrono::microseconds kWakeGap{2000};
+// W8b: how long the adding thread keeps its CPU busy after each add, as a
+// game's main thread that hands out a job and goes on with its frame.
+constexpr std::chrono::microseconds kBusyAfterAdd{1000};
 // S1: starts per pool size and run; the pool sizes.
 constexpr unsigned kStarts = 10;
 constexpr unsigned kSmallPool = 400;
@@ -159,6 +162,14 @@ inline std::int64_t NowNs() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
+}
+
+// W8b's adder after its add: computes (reads the clock) for kBusyAfterAdd.
+inline void StayBusyAfterAdd() {
+    std::int64_t const until =
+        NowNs() + std::chrono::duration_cast<std::chrono::nanoseconds>(kBusyAfterAdd).count();
+    while (NowNs() < until) {
+    }
 }
 
 // W8's figures from one run's samples (ns): {median, p99}, in microseconds.
