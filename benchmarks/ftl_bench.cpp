@@ -516,7 +516,7 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
         std::string line = "  " + figure + ":";
         medianJson += std::string(medianJson.empty() ? "\n" : ",\n") +
                       "    {\"figure\": " + bench::JsonString(figure) +
-                      ", \"unit\": " + bench::JsonString(units[figure]);
+                      ", \"unit\": " + bench::JsonString(unit);
         for (bool const state : {false, true}) {
             char const *const name = state ? "slow" : "fast";
             auto const found = byState.find(state);
@@ -530,7 +530,7 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
             line += Format(" %s %.3f", name, median);
             // The target covers the W workloads; within 5% is run-to-run noise,
             // and so are idle-CPU differences under the floor.
-            bool const idleNoise = units[figure] == "cpu-s/2s" && difference < kIdleCpuFloor;
+            bool const idleNoise = unit == "cpu-s/2s" && difference < kIdleCpuFloor;
             bool const isSlower = figure[0] == 'W' && median > kSlowerRatio && !idleNoise;
             if (isSlower) {
                 slower.push_back(figure + (state ? " (slow)" : " (fast)"));

@@ -90,35 +90,44 @@ bool WriteAll(int fd, std::string const &text) {
 // placement it ran under.
 constexpr unsigned kProbeRoundTrips = 20000;
 
-double CrossCoreProbe() {
+// The first (at most) two CPUs this process may use: the probes' cores.
+std::vector<std::size_t> ProbeCpus() {
+    std::vector<std::size_t> cpus;
     cpu_set_t allowed;
     CPU_ZERO(&allowed);
-    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < 2) {
-        return 0;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+        return cpus;
     }
-    std::size_t cpus[2] = {0, 0};
-    int found = 0;
-    for (std::size_t cpu = 0; cpu < static_cast<std::size_t>(CPU_SETSIZE) && found < 2; ++cpu) {
+    for (std::size_t cpu = 0; cpu < static_cast<std::size_t>(CPU_SETSIZE) && cpus.size() < 2; ++cpu) {
         if (CPU_ISSET(cpu, &allowed)) {
-            cpus[found++] = cpu;
+            cpus.push_back(cpu);
         }
+    }
+    return cpus;
+}
+
+void PinThisThread(std::size_t cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+double CrossCoreProbe() {
+    std::vector<std::size_t> const cpus = ProbeCpus();
+    if (cpus.size() < 2) {
+        return 0;
     }
     alignas(64) std::atomic<std::uint64_t> line{0};
     std::atomic<int> ready{0};
     double nsPerRoundTrip = 0;
-    auto const pin = [](std::size_t cpu) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(cpu, &set);
-        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-    };
     auto const startTogether = [&ready] {
         ready.fetch_add(1);
         while (ready.load() < 2) {
         }
     };
     std::thread pong([&] {
-        pin(cpus[1]);
+        PinThisThread(cpus[1]);
         startTogether();
         for (std::uint64_t i = 0; i < kProbeRoundTrips; ++i) {
             while (line.load(std::memory_order_acquire) != 2 * i + 1) {
@@ -127,7 +136,7 @@ double CrossCoreProbe() {
         }
     });
     std::thread ping([&] {
-        pin(cpus[0]);
+        PinThisThread(cpus[0]);
         startTogether();
         auto const start = Clock::now();
         for (std::uint64_t i = 0; i < kProbeRoundTrips; ++i) {
@@ -152,24 +161,11 @@ double CrossCoreProbe() {
 constexpr unsigned kSerialProbeOps = 200000;
 
 double SerialProbe() {
-    cpu_set_t allowed;
-    CPU_ZERO(&allowed);
-    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
-        return 0;
-    }
     double slowest = 0;
-    int done = 0;
-    for (std::size_t cpu = 0; cpu < static_cast<std::size_t>(CPU_SETSIZE) && done < 2; ++cpu) {
-        if (!CPU_ISSET(cpu, &allowed)) {
-            continue;
-        }
-        ++done;
+    for (std::size_t const cpu : ProbeCpus()) {
         double nsPerOp = 0;
         std::thread probe([cpu, &nsPerOp] {
-            cpu_set_t set;
-            CPU_ZERO(&set);
-            CPU_SET(cpu, &set);
-            pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+            PinThisThread(cpu);
             alignas(64) std::atomic<std::uint64_t> line{0};
             auto const start = Clock::now();
             for (unsigned i = 0; i < kSerialProbeOps; ++i) {
