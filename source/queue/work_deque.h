@@ -187,6 +187,14 @@ public:
         }
     }
 
+    // Any thread: how many items the deque held at some moment of the call
+    // (0 when it looked empty); a hint for sizing a batch of Steals.
+    std::int64_t SizeHint() const {
+        std::int64_t const t = m_top.load(std::memory_order_relaxed);
+        std::int64_t const b = m_bottom.load(std::memory_order_relaxed);
+        return b > t ? b - t : 0;
+    }
+
     // Any thread; a snapshot that may be stale by the time it is used. Callers
     // that decide to sleep on it order it after their announcement with a
     // seq_cst fence (see IdleState::Park). It costs no fence, so thieves and

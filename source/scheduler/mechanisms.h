@@ -39,6 +39,10 @@ struct Mechanisms {
     // looks at other workers' task deques less and less often (off: it
     // looks, and steals, on every spin round).
     bool StealBackoff = true;
+    // A task steal takes several tasks (at most half of the victim's deque;
+    // 8 to 64, more after steals that kept the thief busy long) into the
+    // thief's own deque (off: one task a steal).
+    bool StealBatch = true;
 };
 
 // Every switch, by name, for the benchmark's columns and the tests' loops.
@@ -55,6 +59,7 @@ constexpr MechanismSwitch kMechanismSwitches[] = {
     {"InlineChildren", &Mechanisms::InlineChildren},
     {"NextSlot", &Mechanisms::NextSlot},
     {"StealBackoff", &Mechanisms::StealBackoff},
+    {"StealBatch", &Mechanisms::StealBatch},
 };
 constexpr unsigned kNumMechanismSwitches = sizeof(kMechanismSwitches) / sizeof(kMechanismSwitches[0]);
 // Mechanisms is a plain set of bools: a switch added there and not here

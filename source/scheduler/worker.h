@@ -228,6 +228,9 @@ private:
     bool TakeTask(TaskItem &item);
     bool TakeGlobal(TaskItem &item);
     bool Steal(TaskItem &item);
+    // After a task steal from `deque` (priority `queue`), which held about
+    // `size` tasks: takes more of them into this worker's own deque.
+    void StealMore(TaskDeque &deque, unsigned queue, std::int64_t size);
     bool StealNext(Worker &victim, Fiber *&fiber);
     // Whether `word` is the slot fill of worker `victim` seen at the
     // previous look; remembers it when not.
@@ -290,9 +293,12 @@ private:
     // happened (0: judged already), the looks to skip after the next
     // worthless one, and the looks left to skip now.
     bool m_stealBackoffOn = true;
+    bool m_stealBatchOn = true;
     std::uint64_t m_stealAt = 0;
     unsigned m_stealBackoff = 0;
     unsigned m_stealSkip = 0;
+    // The most tasks the next task steal takes (worker.cpp, kMinStealBatch).
+    unsigned m_stealBatch = 8;
     // Next-slot fiber taken this many times in a row while older ready
     // fibers waited (see TakeReadyFiber).
     unsigned m_nextStreak = 0;

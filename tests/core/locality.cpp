@@ -16,6 +16,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <thread>
 #include <vector>
 
 using ftl_test::LambdaTask;
@@ -221,4 +223,56 @@ TEST_CASE("Tasks worth moving still spread over the workers", "[steal-backoff]")
     CAPTURE(onWorker[0].load(), onWorker[1].load());
     REQUIRE(onWorker[0].load() + onWorker[1].load() == kTasks);
     CHECK(onWorker[1].load() >= kTasks / 4);
+}
+
+namespace {
+
+// What worker 1 had stolen at the moment when both workers were stuck in
+// tasks of one batch of 64, each task holding its worker until released.
+std::uint64_t StolenByFirstSteal(ftl::detail::Mechanisms const &mechanisms) {
+    ftl::TaskScheduler ts;
+    REQUIRE(ftl::detail::InitWithMechanisms(ts, Options(2), mechanisms) == 0);
+    constexpr unsigned kTasks = 64;
+    std::atomic<unsigned> started{0};
+    std::atomic<bool> go{false};
+    std::atomic<unsigned> ran{0};
+    auto held = [&](ftl::TaskScheduler *) {
+        started.fetch_add(1);
+        auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (!go.load() && std::chrono::steady_clock::now() < deadline) {
+        }
+        ran.fetch_add(1);
+    };
+    std::vector<ftl::Task> tasks(kTasks, LambdaTask(held));
+    std::uint64_t stolen = ~std::uint64_t(0);
+    bool bothStarted = false;
+    std::thread releaser([&] {
+        auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (started.load() < 2 && std::chrono::steady_clock::now() < deadline) {
+            std::this_thread::yield();
+        }
+        bothStarted = started.load() == 2;
+        stolen = ts.GetStats().Workers[1].Stolen;
+        go.store(true);
+    });
+    ftl::TaskCounter counter(&ts);
+    ts.AddTasks(kTasks, tasks.data(), ftl::TaskPriority::Normal, &counter);
+    ts.WaitForCounter(&counter);
+    releaser.join();
+    REQUIRE(bothStarted);
+    REQUIRE(ran.load() == kTasks);
+    return stolen;
+}
+
+} // namespace
+
+TEST_CASE("A task steal takes a batch of tasks, one without the batch", "[steal-batch]") {
+    // Worker 0 runs the batch's tasks inline while it waits; worker 1 finds
+    // 56 or more in worker 0's deque and takes the first batch's 8 (half of
+    // them would be more), of which it runs one and keeps seven in its own
+    // deque.
+    CHECK(StolenByFirstSteal(ftl::detail::Mechanisms{}) == 8);
+    ftl::detail::Mechanisms off;
+    off.StealBatch = false;
+    CHECK(StolenByFirstSteal(off) == 1);
 }
