@@ -73,6 +73,9 @@ private:
     // looks), learnt from the waits before it; written only by a waiter that
     // has just taken the lock, so the line is already its own.
     std::atomic<std::uint8_t> m_backoffStart{0};
+    // Acquisitions so far (wrapping): a waiter that sees it grow by two or
+    // more while it waits knows the holder relocks at once.
+    std::atomic<std::uint32_t> m_acquisitions{0};
     // The owning fiber's identity, for the unlock-by-non-owner check.
     std::atomic<void const *> m_owner{nullptr};
     detail::WaitList m_waiters;

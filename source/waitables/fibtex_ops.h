@@ -21,11 +21,13 @@ public:
     // runs (a waiter's post-switch step runs on another fiber).
     static void ReleaseFor(Fibtex &mutex) { mutex.Release(); }
     // Where the next contended lock_spin() starts its backoff (log2 of the
-    // pauses before its first look), and the highest it goes.
+    // pauses before its first look); the highest a wait climbs to from a
+    // start below it, and the highest a start goes after waits on a hot lock.
     static unsigned BackoffStart(Fibtex const &mutex) {
         return mutex.m_backoffStart.load(std::memory_order_relaxed);
     }
     static unsigned MaxBackoffLevel();
+    static unsigned MaxHotBackoffLevel();
 };
 
 } // namespace detail

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -376,6 +377,31 @@ TEST_CASE("Fibtex try_lock and locking outside the scheduler's threads", "[fibte
     }
 }
 
+namespace {
+
+// Starts a thread outside the scheduler that takes `mutex`, and returns once
+// it holds it. The thread keeps it until 20 ms after `started` is set, sets
+// `value` to 1 and unlocks.
+std::thread HoldForLongAfterStart(ftl::Fibtex &mutex, std::atomic<bool> &started, int &value) {
+    std::atomic<bool> held{false};
+    std::thread holder([&mutex, &started, &value, &held] {
+        mutex.lock();
+        held.store(true);
+        while (!started.load()) {
+            std::this_thread::yield();
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        value = 1;
+        mutex.unlock();
+    });
+    while (!held.load()) {
+        std::this_thread::yield();
+    }
+    return holder;
+}
+
+} // namespace
+
 // A waiter that had to wait long makes the next contended lock_spin() start
 // with rare looks (so a holder that relocks at once keeps the lock on its
 // core); an uncontended lock leaves that alone.
@@ -389,26 +415,12 @@ TEST_CASE("A long contended wait makes the next waiter look rarely", "[fibtex]")
 
     for (int round = 0; round < 3; ++round) {
         CAPTURE(round);
-        std::atomic<bool> held{false};
         std::atomic<bool> started{false};
         std::atomic<bool> waiterDone{false};
         int value = 0;
-        // A thread outside the scheduler holds the lock for 20 ms after the
-        // waiter starts: far longer than the waiter's climb to its rarest
-        // looks (2^maxLevel - 1 pauses, microseconds).
-        std::thread holder([&] {
-            mutex.lock();
-            held.store(true);
-            while (!started.load()) {
-                std::this_thread::yield();
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-            value = 1;
-            mutex.unlock();
-        });
-        while (!held.load()) {
-            std::this_thread::yield();
-        }
+        // Far longer than the waiter's climb to its rarest looks
+        // (2^maxLevel - 1 pauses, microseconds).
+        std::thread holder = HoldForLongAfterStart(mutex, started, value);
         int seen = 0;
         auto waiter = [&](ftl::TaskScheduler *) {
             started.store(true);
@@ -433,4 +445,72 @@ TEST_CASE("A long contended wait makes the next waiter look rarely", "[fibtex]")
         mutex.unlock();
         REQUIRE(ftl::detail::FibtexOps::BackoffStart(mutex) == maxLevel - 1);
     }
+}
+
+// A waiter that finds the holder taking the lock again and again while it
+// waits (a hot lock: sections back to back) makes the next contended
+// lock_spin() start one level higher, above the climb's usual top and up to
+// the hot top; a long wait on a single section brings it one level down.
+TEST_CASE("Waits on a lock its holder keeps relocking make the next waiter look more rarely", "[fibtex]") {
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(Options(2)) == 0);
+    ftl::Fibtex mutex(&ts);
+    unsigned const maxLevel = ftl::detail::FibtexOps::MaxBackoffLevel();
+    unsigned const hotLevel = ftl::detail::FibtexOps::MaxHotBackoffLevel();
+    REQUIRE(hotLevel > maxLevel);
+
+    std::atomic<bool> stop{false};
+    std::uint64_t value = 0; // guarded by mutex
+    std::uint64_t hammered = 0;
+    // A thread outside the scheduler takes the lock back as soon as it lets
+    // it go.
+    std::thread hammer([&] {
+        while (!stop.load(std::memory_order_relaxed)) {
+            std::lock_guard<ftl::Fibtex> lock(mutex);
+            ++value;
+            ++hammered;
+        }
+    });
+    unsigned highest = 0;
+    std::uint64_t waited = 0;
+    auto waiter = [&](ftl::TaskScheduler *) {
+        auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (highest <= maxLevel && std::chrono::steady_clock::now() < deadline) {
+            mutex.lock_spin(false, 1u << 30); // never parks
+            ++value;
+            ++waited;
+            unsigned const start = ftl::detail::FibtexOps::BackoffStart(mutex);
+            highest = start > highest ? start : highest;
+            mutex.unlock();
+        }
+    };
+    ftl::TaskCounter done(&ts);
+    ts.AddTask(LambdaTask(waiter), ftl::TaskPriority::Normal, &done);
+    ts.WaitForCounter(&done);
+    stop.store(true);
+    hammer.join();
+    CAPTURE(waited, hammered, highest);
+    REQUIRE(value == waited + hammered);
+    REQUIRE(highest > maxLevel);
+    REQUIRE(highest <= hotLevel);
+
+    // One long section: no relock during the wait, so the next start is one
+    // level below the one the wait found the lock free at (its start: the
+    // climb does not go above a start past maxLevel).
+    unsigned const start = ftl::detail::FibtexOps::BackoffStart(mutex);
+    REQUIRE(start > maxLevel - 1);
+    std::atomic<bool> started{false};
+    int written = 0;
+    std::thread holder = HoldForLongAfterStart(mutex, started, written);
+    auto single = [&](ftl::TaskScheduler *) {
+        started.store(true);
+        mutex.lock_spin(false, 1u << 30);
+        mutex.unlock();
+    };
+    ftl::TaskCounter singleDone(&ts);
+    ts.AddTask(LambdaTask(single), ftl::TaskPriority::Normal, &singleDone);
+    ts.WaitForCounter(&singleDone);
+    holder.join();
+    REQUIRE(written == 1);
+    REQUIRE(ftl::detail::FibtexOps::BackoffStart(mutex) == start - 1);
 }
