@@ -40,7 +40,7 @@ struct Mechanisms {
     // looks, and steals, on every spin round).
     bool StealBackoff = true;
     // A task steal takes several tasks (at most half of the victim's deque;
-    // 8 to 64, more after steals that kept the thief busy long) into the
+    // 1 to 64, more after steals that kept the thief busy long) into the
     // thief's own deque (off: one task a steal).
     bool StealBatch = true;
 };

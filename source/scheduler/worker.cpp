@@ -438,8 +438,10 @@ constexpr unsigned kMaxStealBackoff = 64;
 // it back to kMinStealBatch. W5 (tasks of 100 locks) at 2 workers took 1.25
 // to 1.36 times its 1-worker time with one task a steal: the thief's every
 // task brought the lock over and gave it back. Fixed batches of 32 slowed
-// W2 (empty consumer tasks) by 20%; batches of 8 did not.
-constexpr unsigned kMinStealBatch = 8;
+// W2 (empty consumer tasks) by 20%, and a floor of 8 slowed G1 (graph
+// nodes) by about 15% in one full run; from one task, tiny tasks are stolen
+// as before.
+constexpr unsigned kMinStealBatch = 1;
 constexpr unsigned kMaxStealBatch = 64;
 constexpr std::uint64_t kLongStealNs = 16 * kWorthwhileStealNs;
 

@@ -298,7 +298,7 @@ private:
     unsigned m_stealBackoff = 0;
     unsigned m_stealSkip = 0;
     // The most tasks the next task steal takes (worker.cpp, kMinStealBatch).
-    unsigned m_stealBatch = 8;
+    unsigned m_stealBatch = 1;
     // Next-slot fiber taken this many times in a row while older ready
     // fibers waited (see TakeReadyFiber).
     unsigned m_nextStreak = 0;

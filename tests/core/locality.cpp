@@ -227,52 +227,75 @@ TEST_CASE("Tasks worth moving still spread over the workers", "[steal-backoff]")
 
 namespace {
 
-// What worker 1 had stolen at the moment when both workers were stuck in
-// tasks of one batch of 64, each task holding its worker until released.
-std::uint64_t StolenByFirstSteal(ftl::detail::Mechanisms const &mechanisms) {
-    ftl::TaskScheduler ts;
-    REQUIRE(ftl::detail::InitWithMechanisms(ts, Options(2), mechanisms) == 0);
-    constexpr unsigned kTasks = 64;
+// Tasks worker 1 took with one steal from a batch of `kTasks`: what it had
+// stolen, less `before`, at the moment when both workers were held in one
+// task each. Worker 0's tasks are let go first, and worker 1's held task
+// only once all the others ran, so worker 1 steals nothing after the batch.
+std::uint64_t StolenByOneSteal(ftl::TaskScheduler &ts, unsigned kTasks, std::uint64_t before) {
     std::atomic<unsigned> started{0};
-    std::atomic<bool> go{false};
+    std::atomic<bool> go[2] = {{false}, {false}};
     std::atomic<unsigned> ran{0};
-    auto held = [&](ftl::TaskScheduler *) {
+    auto held = [&](ftl::TaskScheduler *t) {
+        unsigned const worker = t->GetCurrentThreadIndex();
         started.fetch_add(1);
         auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-        while (!go.load() && std::chrono::steady_clock::now() < deadline) {
+        while (!go[worker].load() && std::chrono::steady_clock::now() < deadline) {
         }
         ran.fetch_add(1);
     };
     std::vector<ftl::Task> tasks(kTasks, LambdaTask(held));
     std::uint64_t stolen = ~std::uint64_t(0);
     bool bothStarted = false;
+    bool othersRan = false;
     std::thread releaser([&] {
-        auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-        while (started.load() < 2 && std::chrono::steady_clock::now() < deadline) {
-            std::this_thread::yield();
-        }
-        bothStarted = started.load() == 2;
-        stolen = ts.GetStats().Workers[1].Stolen;
-        go.store(true);
+        auto wait = [](auto const &done) {
+            auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+            while (!done() && std::chrono::steady_clock::now() < deadline) {
+                std::this_thread::yield();
+            }
+            return done();
+        };
+        bothStarted = wait([&] { return started.load() == 2; });
+        stolen = ts.GetStats().Workers[1].Stolen - before;
+        go[0].store(true);
+        othersRan = wait([&] { return ran.load() == kTasks - 1; });
+        go[1].store(true);
     });
     ftl::TaskCounter counter(&ts);
     ts.AddTasks(kTasks, tasks.data(), ftl::TaskPriority::Normal, &counter);
     ts.WaitForCounter(&counter);
     releaser.join();
     REQUIRE(bothStarted);
+    REQUIRE(othersRan);
     REQUIRE(ran.load() == kTasks);
     return stolen;
 }
 
 } // namespace
 
-TEST_CASE("A task steal takes a batch of tasks, one without the batch", "[steal-batch]") {
-    // Worker 0 runs the batch's tasks inline while it waits; worker 1 finds
-    // 56 or more in worker 0's deque and takes the first batch's 8 (half of
-    // them would be more), of which it runs one and keeps seven in its own
-    // deque.
-    CHECK(StolenByFirstSteal(ftl::detail::Mechanisms{}) == 8);
+// Worker 1's first steal takes one task; each steal that keeps it busy for
+// long (here: milliseconds) doubles the next one. Returns what its steals
+// took in three rounds.
+std::vector<std::uint64_t> StealsAfterLongOnes(ftl::detail::Mechanisms const &mechanisms) {
+    ftl::TaskScheduler ts;
+    REQUIRE(ftl::detail::InitWithMechanisms(ts, Options(2), mechanisms) == 0);
+    std::vector<std::uint64_t> taken;
+    std::uint64_t total = 0;
+    for (int round = 0; round < 3; ++round) {
+        taken.push_back(StolenByOneSteal(ts, 64, total));
+        total = ts.GetStats().Workers[1].Stolen;
+    }
+    return taken;
+}
+
+TEST_CASE("A task steal takes more tasks after steals that kept the thief busy long", "[steal-batch]") {
+    // Worker 0 runs each round's tasks inline while it waits; worker 1 finds
+    // 32 or more in worker 0's deque, and its steal takes one task, then 2,
+    // then 4 (of which it runs one and keeps the rest in its own deque); each
+    // round's held task keeps it busy for milliseconds. Without the batch,
+    // one a steal.
+    CHECK(StealsAfterLongOnes(ftl::detail::Mechanisms{}) == std::vector<std::uint64_t>{1, 2, 4});
     ftl::detail::Mechanisms off;
     off.StealBatch = false;
-    CHECK(StolenByFirstSteal(off) == 1);
+    CHECK(StealsAfterLongOnes(off) == std::vector<std::uint64_t>{1, 1, 1});
 }
