@@ -47,13 +47,13 @@ namespace {
 constexpr unsigned kMaxBackoffLevel = 8;
 // A hot lock: its holder took it again, more than once, while a waiter
 // waited (it unlocks and relocks at once, section after section). A waiter
-// that looks catches the moment between two sections about every other look
+// that looks catches the moment between two sections about two looks in five
 // (the holder's core answers the look between its two atomic operations),
 // so there the number of looks, not the length of the sections, sets how
 // often the lock and its data cross the cores. After such a wait the next
 // waiter starts one level higher, up to 2^kMaxHotBackoffLevel pauses (about
-// 25 us) between looks: W5 with 2 long tasks went from 1.05-1.09 times its
-// 1-worker time to 1.01-1.03.
+// 25 us) between looks: W5 with 2 long tasks went from 1.05-1.41 times its
+// 1-worker time to 1.01-1.05.
 constexpr unsigned kMaxHotBackoffLevel = 10;
 // Looks lock() makes before it parks (parking costs two switches). From
 // level 0, 24 looks pause 4,351 times in all, close to the 3,775 of 64 looks

@@ -227,11 +227,11 @@ TEST_CASE("Tasks worth moving still spread over the workers", "[steal-backoff]")
 
 namespace {
 
-// Tasks worker 1 took with one steal from a batch of `kTasks`: what it had
+// Tasks worker 1 took with one steal from a batch of `count`: what it had
 // stolen, less `before`, at the moment when both workers were held in one
 // task each. Worker 0's tasks are let go first, and worker 1's held task
 // only once all the others ran, so worker 1 steals nothing after the batch.
-std::uint64_t StolenByOneSteal(ftl::TaskScheduler &ts, unsigned kTasks, std::uint64_t before) {
+std::uint64_t StolenByOneSteal(ftl::TaskScheduler &ts, unsigned count, std::uint64_t before) {
     std::atomic<unsigned> started{0};
     std::atomic<bool> go[2] = {{false}, {false}};
     std::atomic<unsigned> ran{0};
@@ -243,7 +243,7 @@ std::uint64_t StolenByOneSteal(ftl::TaskScheduler &ts, unsigned kTasks, std::uin
         }
         ran.fetch_add(1);
     };
-    std::vector<ftl::Task> tasks(kTasks, LambdaTask(held));
+    std::vector<ftl::Task> tasks(count, LambdaTask(held));
     std::uint64_t stolen = ~std::uint64_t(0);
     bool bothStarted = false;
     bool othersRan = false;
@@ -258,20 +258,18 @@ std::uint64_t StolenByOneSteal(ftl::TaskScheduler &ts, unsigned kTasks, std::uin
         bothStarted = wait([&] { return started.load() == 2; });
         stolen = ts.GetStats().Workers[1].Stolen - before;
         go[0].store(true);
-        othersRan = wait([&] { return ran.load() == kTasks - 1; });
+        othersRan = wait([&] { return ran.load() == count - 1; });
         go[1].store(true);
     });
     ftl::TaskCounter counter(&ts);
-    ts.AddTasks(kTasks, tasks.data(), ftl::TaskPriority::Normal, &counter);
+    ts.AddTasks(count, tasks.data(), ftl::TaskPriority::Normal, &counter);
     ts.WaitForCounter(&counter);
     releaser.join();
     REQUIRE(bothStarted);
     REQUIRE(othersRan);
-    REQUIRE(ran.load() == kTasks);
+    REQUIRE(ran.load() == count);
     return stolen;
 }
-
-} // namespace
 
 // Worker 1's first steal takes one task; each steal that keeps it busy for
 // long (here: milliseconds) doubles the next one. Returns what its steals
@@ -287,6 +285,8 @@ std::vector<std::uint64_t> StealsAfterLongOnes(ftl::detail::Mechanisms const &me
     }
     return taken;
 }
+
+} // namespace
 
 TEST_CASE("A task steal takes more tasks after steals that kept the thief busy long", "[steal-batch]") {
     // Worker 0 runs each round's tasks inline while it waits; worker 1 finds
