@@ -400,7 +400,9 @@ void PrintTargets(std::FILE *out, std::vector<TargetVerdict> const &verdicts) {
 // (which goes first alternates, so that drift cancels), each figure's
 // median at both and their ratio, with the host's state from the probes of
 // both measurements. Every figure is a time: above 1, the extra workers made
-// it slower. Returns the exit code.
+// it slower. A round runs every workload once, so that each workload's
+// rounds spread over the whole run: the host changes state minutes apart,
+// and rounds run back to back would all fall in one. Returns the exit code.
 int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned more, unsigned rounds,
                    std::vector<bench::Workload> const &workloads, std::string const &jsonPath) {
     if (bench::kSanitizedBuild) {
@@ -416,17 +418,18 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
         unsigned Round;
         double One;
         double More;
-        double Probe;  // the highest of the four probes around the pair
-        double Serial; // the highest of the four single-thread probes
+        double Probe;      // the highest of the four probes around the pair
+        double Serial;     // the highest of the four single-thread probes
+        std::size_t Order; // the workload's place in the list: the table lists rounds by workload
     };
     std::vector<Row> rows;
     bool failed = false;
-    for (bench::Workload const &workload : workloads) {
-        bench::Implementation const *implementation = ftl.Find(workload.Id);
-        if (implementation == nullptr) {
-            continue;
-        }
-        for (unsigned round = 0; round < rounds && !failed; ++round) {
+    for (unsigned round = 0; round < rounds && !failed; ++round) {
+        for (bench::Workload const &workload : workloads) {
+            bench::Implementation const *implementation = ftl.Find(workload.Id);
+            if (implementation == nullptr) {
+                continue;
+            }
             bench::Measurement measured[2]; // [0]: one worker, [1]: `more`
             for (unsigned turn = 0; turn < 2; ++turn) {
                 unsigned const which = (round + turn) % 2;
@@ -452,10 +455,11 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
             for (std::size_t i = 0; i < workload.Figures.size(); ++i) {
                 rows.push_back(Row{workload.Figures[i].Id, workload.Figures[i].Unit, round + 1,
                                    measured[0].Figures[i].Median, measured[1].Figures[i].Median, probe,
-                                   serial});
+                                   serial, static_cast<std::size_t>(&workload - workloads.data())});
             }
         }
     }
+    std::stable_sort(rows.begin(), rows.end(), [](Row const &a, Row const &b) { return a.Order < b.Order; });
     // A cross-core cache-line round trip between two cores of one socket
     // takes 50-150 ns; a host whose probe reads above this is in its slow
     // state (seen on VMs: about 450 ns, minutes at a time). An absolute
