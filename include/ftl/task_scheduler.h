@@ -90,6 +90,14 @@ struct TaskSchedulerInitOptions {
     // when there are more threads than cores). The thread that called Init gets
     // its original affinity back when the scheduler is destroyed.
     bool PinThreads = true;
+    // With PinThreads, whether the thread that calls Init (worker 0) is pinned
+    // too. On Linux a new thread starts with the affinity of the thread that
+    // creates it: a thread the pinned caller starts while the scheduler lives
+    // (an audio or a loader thread) runs on that one core for its whole life,
+    // after the scheduler is gone too, unless it sets its own affinity.
+    // False leaves the caller's affinity alone: worker 0 runs wherever the OS
+    // puts it, and the threads it starts get its own mask.
+    bool PinCallingThread = true;
     // Report a fiber stack overflow (a fault in a fiber's guard page) with the
     // fiber and its stack size, then abort. Installs a SIGSEGV/SIGBUS handler
     // for the scheduler's lifetime that passes every other fault on to the

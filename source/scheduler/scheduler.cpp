@@ -89,7 +89,9 @@ InitError Scheduler::Start() {
     m_inlineStackNeed = options.FiberStackSize / kInlineStackShareDen * kInlineStackShareNum;
     m_workers.reset(new Worker[m_numWorkers]);
     for (unsigned i = 0; i < m_numWorkers; ++i) {
-        m_workers[i].Init(this, m_global, i, cpus[i % cpus.size()], m_mechanisms);
+        // An unpinned worker 0 is on no CPU in particular (WorkerOnCallersCpu).
+        int const cpu = i == 0 && !PinsCallingThread() ? -1 : cpus[i % cpus.size()];
+        m_workers[i].Init(this, m_global, i, cpu, m_mechanisms);
     }
     StartTrace();
     m_idle.Init(m_numWorkers, m_mechanisms.SearcherLimit, m_mechanisms.SpinBeforePark,
@@ -110,13 +112,13 @@ InitError Scheduler::Start() {
     m_drainFlag.reset(new AtomicFlag(m_owner));
 
     // The calling thread becomes worker 0; its own stack is fiber 0.
-    if (options.PinThreads) {
+    if (PinsCallingThread()) {
         m_initThreadAffinity = SaveAffinity();
     }
     if (options.CatchStackOverflow) {
         InstallFaultHandler(&Scheduler::ExplainFault);
     }
-    main.EnterThread(true, options.PinThreads, options.CatchStackOverflow);
+    main.EnterThread(true, PinsCallingThread(), options.CatchStackOverflow);
     if (callbacks.OnFiberAttached != nullptr) {
         callbacks.OnFiberAttached(callbacks.Context, main.ThreadFiber().Index);
     }
@@ -211,7 +213,7 @@ void Scheduler::Teardown(unsigned threadsStarted) {
     if (callbacks.OnFiberDetached != nullptr) {
         callbacks.OnFiberDetached(callbacks.Context, m_workers[0].ThreadFiber().Index, false);
     }
-    if (m_options.PinThreads) {
+    if (PinsCallingThread()) {
         RestoreAffinity(m_initThreadAffinity);
     }
     m_workers[0].LeaveThread();
@@ -388,11 +390,15 @@ int Scheduler::WorkerOnCallersCpu() const {
     // while another CPU may be idle in a power-saving (or, on a VM, a
     // descheduled) state that takes tens of microseconds to leave. (A worker
     // calling this is running, so it is not parked anyway.) Waking a worker
-    // on the other CPU first measured 50 us on W8.
+    // on the other CPU first measured 32 to 56 us on W8 and W8b, against 5
+    // to 10. An unpinned worker 0 has no CPU (-1), and matches none.
     if (!m_options.PinThreads) {
         return -1;
     }
     int const cpu = CurrentCpu();
+    if (cpu < 0) {
+        return -1;
+    }
     for (unsigned i = 0; i < m_numWorkers; ++i) {
         if (m_workers[i].Cpu() == cpu) {
             return static_cast<int>(i);

@@ -136,6 +136,7 @@ private:
     // the one way out, for a failed Start and for destruction alike.
     void Teardown(unsigned threadsStarted);
     int WorkerOnCallersCpu() const;
+    bool PinsCallingThread() const { return m_options.PinThreads && m_options.PinCallingThread; }
     std::uint64_t AddedCount() const;
     std::uint64_t FinishedCount() const;
     bool Quiescent() const;

@@ -98,7 +98,7 @@ public:
 
     Scheduler &Owner() const { return *m_scheduler; }
     unsigned Index() const { return m_index; }
-    int Cpu() const { return m_cpu; }
+    int Cpu() const { return m_cpu; } // pinned to (or -1: worker 0, PinCallingThread off)
     Fiber *CurrentFiber() const { return m_currentFiber; }
     Fiber &ThreadFiber() { return m_threadFiber; }
 

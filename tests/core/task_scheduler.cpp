@@ -795,6 +795,64 @@ TEST_CASE("Worker threads are pinned to the process's CPUs", "[scheduler][affini
         REQUIRE(ftl_test::SameCpus(after, original));
     }
 
+#if defined(__linux__)
+    SECTION("A thread the pinned Init thread starts gets its core, for good") {
+        CpuMask started;
+        CpuMask afterwards;
+        std::atomic<bool> schedulerGone{false};
+        std::thread thread;
+        {
+            ftl::TaskScheduler ts;
+            REQUIRE(ts.Init(Options(threads)) == 0);
+            thread = std::thread([&] {
+                started = ftl_test::CurrentThreadCpus();
+                ftl_test::SpinUntil([&] { return schedulerGone.load(); }, std::chrono::milliseconds(10000));
+                afterwards = ftl_test::CurrentThreadCpus();
+            });
+        }
+        schedulerGone.store(true);
+        thread.join();
+        REQUIRE(ftl_test::SameCpus(started, ftl_test::OnlyCpu(cpus[0])));
+        REQUIRE(ftl_test::SameCpus(afterwards, ftl_test::OnlyCpu(cpus[0])));
+        REQUIRE(ftl_test::SameCpus(ftl_test::CurrentThreadCpus(), original));
+    }
+#endif
+
+    SECTION("PinCallingThread off: the Init thread keeps its mask, the others are pinned") {
+        ftl::TaskSchedulerInitOptions options = Options(threads);
+        options.PinCallingThread = false;
+        ftl::TaskScheduler ts;
+        REQUIRE(ts.Init(options) == 0);
+        REQUIRE(ftl_test::SameCpus(ftl_test::CurrentThreadCpus(), original));
+        bool complete = false;
+        std::vector<CpuMask> const masks = WorkerMasks(ts, complete);
+        REQUIRE(complete);
+        REQUIRE(ftl_test::SameCpus(masks[0], original));
+        for (unsigned i = 1; i < threads; ++i) {
+            CAPTURE(i);
+            REQUIRE(ftl_test::CpuCount(masks[i]) == 1);
+            REQUIRE(ftl_test::HasCpu(masks[i], cpus[i % cpus.size()]));
+        }
+#if defined(__linux__)
+        CpuMask started;
+        std::thread([&] { started = ftl_test::CurrentThreadCpus(); }).join();
+        REQUIRE(ftl_test::SameCpus(started, original));
+#endif
+        // A task added from another thread wakes a worker as usual (that
+        // wake looks for the worker on the adder's CPU, which worker 0 no
+        // longer claims to be on).
+        std::atomic<unsigned> ran{0};
+        auto run = [&](ftl::TaskScheduler *) { ran.fetch_add(1); };
+        ftl::TaskCounter counter(&ts);
+        std::thread([&] {
+            std::vector<ftl::Task> tasks(64, LambdaTask(run));
+            ts.AddTasks(static_cast<unsigned>(tasks.size()), tasks.data(), ftl::TaskPriority::Normal,
+                        &counter);
+        }).join();
+        ts.WaitForCounter(&counter);
+        REQUIRE(ran.load() == 64u);
+    }
+
     SECTION("PinThreads off") {
         ftl::TaskSchedulerInitOptions options = Options(threads);
         options.PinThreads = false;
