@@ -271,6 +271,15 @@ __attribute__((format(printf, 1, 2))) std::string Format(char const *format, ...
     return text;
 }
 
+// " (ftl measured in the fast state, the peer in the slow state)": a target
+// that compares ftl with another system holds in both host states, and one
+// run usually sees one.
+std::string MeasuredIn(bench::Cell const *ftl, bench::Cell const *other, char const *otherName,
+                       double fastProbe) {
+    return Format(" (ftl measured in the %s state, %s in the %s state)", StateOf(ftl, fastProbe), otherName,
+                  StateOf(other, fastProbe));
+}
+
 std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, double fastProbe) {
     std::vector<TargetVerdict> verdicts;
     for (char const *figure : {"W1", "W2", "W3"}) {
@@ -308,27 +317,26 @@ std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, double fastPr
     }
     {
         double const ftl = MedianOf(table, "W4", "ftl");
-        auto const [peer, name] = BestPeer(table, {"W4"});
+        bench::Cell const *peerCell = nullptr;
+        auto const [peer, name] = BestPeer(table, {"W4"}, &peerCell);
         if (ftl > 0 && peer >= 0) {
             verdicts.push_back(TargetVerdict{
-                Format("W4: best peer %s %s ns, ftl %s ns = %.2f of it; target <= 0.50", name.c_str(),
-                       bench::FormatValue(peer).c_str(), bench::FormatValue(ftl).c_str(), ftl / peer),
+                Format("W4: best peer %s %s ns, ftl %s ns = %.2f of it%s; target <= 0.50", name.c_str(),
+                       bench::FormatValue(peer).c_str(), bench::FormatValue(ftl).c_str(), ftl / peer,
+                       MeasuredIn(table.Find("W4", "ftl"), peerCell, "the peer", fastProbe).c_str()),
                 ftl <= 0.5 * peer});
         }
     }
     {
-        // The target holds in both host states; one run usually sees one, so
-        // the verdict says which state each side was measured in.
         double const ftl = MedianOf(table, "W5", "ftl");
         bench::Cell const *peerCell = nullptr;
         auto const [peer, name] = BestPeer(table, {"W5", "W5b"}, &peerCell);
         if (ftl > 0 && peer >= 0) {
             verdicts.push_back(TargetVerdict{
-                Format("W5: fastest peer mutex %s %s ns, ftl Fibtex %s ns = %.2fx (ftl measured in the %s "
-                       "state, "
-                       "the peer in the %s state); target <= 1.00x",
+                Format("W5: fastest peer mutex %s %s ns, ftl Fibtex %s ns = %.2fx%s; target <= 1.00x",
                        name.c_str(), bench::FormatValue(peer).c_str(), bench::FormatValue(ftl).c_str(),
-                       ftl / peer, StateOf(table.Find("W5", "ftl"), fastProbe), StateOf(peerCell, fastProbe)),
+                       ftl / peer,
+                       MeasuredIn(table.Find("W5", "ftl"), peerCell, "the peer", fastProbe).c_str()),
                 ftl <= peer});
         }
     }
@@ -367,8 +375,11 @@ std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, double fastPr
         double const futex = MedianOf(table, "W8", "reference");
         if (ftl > 0 && futex > 0) {
             verdicts.push_back(TargetVerdict{
-                Format("W8: raw futex wake %s us, ftl %s us = %.2fx; target <= 1.5x",
-                       bench::FormatValue(futex).c_str(), bench::FormatValue(ftl).c_str(), ftl / futex),
+                Format(
+                    "W8: raw futex wake %s us, ftl %s us = %.2fx%s; target <= 1.5x",
+                    bench::FormatValue(futex).c_str(), bench::FormatValue(ftl).c_str(), ftl / futex,
+                    MeasuredIn(table.Find("W8", "ftl"), table.Find("W8", "reference"), "the futex", fastProbe)
+                        .c_str()),
                 ftl <= 1.5 * futex});
         }
     }
