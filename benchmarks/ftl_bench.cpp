@@ -248,12 +248,16 @@ std::pair<double, std::string> BestPeer(bench::Table const &table, std::vector<s
     return best;
 }
 
-// The host's state while a cell was measured, by the table's own rule (its
-// '*': a probe above kSlowPlacement x the run's fastest).
-char const *StateOf(bench::Cell const *cell, double fastProbe) {
-    bool const slow =
-        fastProbe > 0 && std::max(cell->ProbeBefore, cell->ProbeAfter) > bench::kSlowPlacement * fastProbe;
-    return slow ? "slow" : "fast";
+// A cross-core cache-line round trip between two cores of one socket takes
+// 50-150 ns; a host whose probe reads above this is in its slow state (seen
+// on VMs: about 450 ns, minutes at a time). An absolute bound, because a
+// whole run may fall in one state (the table's '*', relative to the run's
+// fastest probe, then marks nothing).
+constexpr double kSlowProbeNs = 250;
+
+// The host's state while a cell was measured.
+char const *StateOf(bench::Cell const *cell) {
+    return std::max(cell->ProbeBefore, cell->ProbeAfter) > kSlowProbeNs ? "slow" : "fast";
 }
 
 // One target's verdict on this run: what was compared, and whether it holds.
@@ -274,13 +278,12 @@ __attribute__((format(printf, 1, 2))) std::string Format(char const *format, ...
 // " (ftl measured in the fast state, the peer in the slow state)": a target
 // that compares ftl with another system holds in both host states, and one
 // run usually sees one.
-std::string MeasuredIn(bench::Cell const *ftl, bench::Cell const *other, char const *otherName,
-                       double fastProbe) {
-    return Format(" (ftl measured in the %s state, %s in the %s state)", StateOf(ftl, fastProbe), otherName,
-                  StateOf(other, fastProbe));
+std::string MeasuredIn(bench::Cell const *ftl, bench::Cell const *other, char const *otherName) {
+    return Format(" (ftl measured in the %s state, %s in the %s state)", StateOf(ftl), otherName,
+                  StateOf(other));
 }
 
-std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, double fastProbe) {
+std::vector<TargetVerdict> JudgeTargets(bench::Table const &table) {
     std::vector<TargetVerdict> verdicts;
     for (char const *figure : {"W1", "W2", "W3"}) {
         double const ftl = MedianOf(table, figure, "ftl");
@@ -323,7 +326,7 @@ std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, double fastPr
             verdicts.push_back(TargetVerdict{
                 Format("W4: best peer %s %s ns, ftl %s ns = %.2f of it%s; target <= 0.50", name.c_str(),
                        bench::FormatValue(peer).c_str(), bench::FormatValue(ftl).c_str(), ftl / peer,
-                       MeasuredIn(table.Find("W4", "ftl"), peerCell, "the peer", fastProbe).c_str()),
+                       MeasuredIn(table.Find("W4", "ftl"), peerCell, "the peer").c_str()),
                 ftl <= 0.5 * peer});
         }
     }
@@ -335,8 +338,7 @@ std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, double fastPr
             verdicts.push_back(TargetVerdict{
                 Format("W5: fastest peer mutex %s %s ns, ftl Fibtex %s ns = %.2fx%s; target <= 1.00x",
                        name.c_str(), bench::FormatValue(peer).c_str(), bench::FormatValue(ftl).c_str(),
-                       ftl / peer,
-                       MeasuredIn(table.Find("W5", "ftl"), peerCell, "the peer", fastProbe).c_str()),
+                       ftl / peer, MeasuredIn(table.Find("W5", "ftl"), peerCell, "the peer").c_str()),
                 ftl <= peer});
         }
     }
@@ -378,8 +380,7 @@ std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, double fastPr
                 Format(
                     "W8: raw futex wake %s us, ftl %s us = %.2fx%s; target <= 1.5x",
                     bench::FormatValue(futex).c_str(), bench::FormatValue(ftl).c_str(), ftl / futex,
-                    MeasuredIn(table.Find("W8", "ftl"), table.Find("W8", "reference"), "the futex", fastProbe)
-                        .c_str()),
+                    MeasuredIn(table.Find("W8", "ftl"), table.Find("W8", "reference"), "the futex").c_str()),
                 ftl <= 1.5 * futex});
         }
     }
@@ -489,11 +490,6 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
         }
     }
     std::stable_sort(rows.begin(), rows.end(), [](Row const &a, Row const &b) { return a.Order < b.Order; });
-    // A cross-core cache-line round trip between two cores of one socket
-    // takes 50-150 ns; a host whose probe reads above this is in its slow
-    // state (seen on VMs: about 450 ns, minutes at a time). An absolute
-    // bound, because a whole run may fall in one state.
-    constexpr double kSlowProbeNs = 250;
     constexpr double kSlowerRatio = 1.05;
     // The idle figures (W7, W7s, W7t) are CPU seconds over 2 s, in the tens
     // of microseconds: a second worker's own park adds some. Below 1 ms (0.05%
@@ -844,9 +840,8 @@ int main(int argc, char **argv) {
         std::printf("\nftl with one mechanism off, every measurement:\n");
         featureTable.PrintDetails(stdout);
     }
-    std::vector<TargetVerdict> const verdicts = bench::kSanitizedBuild
-                                                    ? std::vector<TargetVerdict>{}
-                                                    : JudgeTargets(table, fastProbe < 1e300 ? fastProbe : 0);
+    std::vector<TargetVerdict> const verdicts =
+        bench::kSanitizedBuild ? std::vector<TargetVerdict>{} : JudgeTargets(table);
     if (!bench::kSanitizedBuild) {
         PrintTargets(stdout, verdicts);
     }

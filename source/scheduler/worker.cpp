@@ -474,8 +474,7 @@ bool Worker::MayStealTasks() {
 
 // One Steal per task, each safe on its own against the owner's pops (a single
 // compare-exchange on the top for several tasks is not: the owner takes tasks
-// above the top without one). The top's line stays with the thief between
-// them.
+// above the top without one).
 void Worker::StealMore(TaskDeque &deque, unsigned queue, std::int64_t size) {
     std::int64_t const want = std::min<std::int64_t>(size / 2, m_stealBatch) - 1;
     std::int64_t n = 0;
