@@ -64,7 +64,7 @@ private:
                                                std::memory_order_relaxed);
     }
     void LockSlow(bool pinToThread);
-    void SetOwner();
+    void SetOwner(void const *owner);
     // unlock() after its ownership check.
     void Release();
 

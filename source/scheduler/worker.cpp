@@ -15,10 +15,10 @@
 namespace ftl {
 namespace detail {
 
-namespace {
-
 thread_local Worker *t_worker = nullptr;
 thread_local char t_threadIdentity;
+
+namespace {
 
 // What the idle protocol (idle.h) asks of a worker.
 class IdleHooks {
@@ -74,14 +74,7 @@ __attribute__((noinline)) Worker *CurrentWorkerOf(Scheduler const *scheduler) {
 
 __attribute__((noinline)) void const *CurrentTaskIdentity() {
     asm volatile("" ::: "memory");
-    Worker *worker = t_worker;
-    if (worker != nullptr) {
-        // A task run inline shares its waiting parent's fiber; the hand of the
-        // inline loop running it (on that fiber's stack) tells them apart.
-        Fiber const *fiber = worker->CurrentFiber();
-        return fiber->Hand != nullptr ? static_cast<void const *>(fiber->Hand) : fiber;
-    }
-    return &t_threadIdentity;
+    return CurrentTaskIdentityNoSwitch();
 }
 
 void Worker::Init(Scheduler *scheduler, GlobalQueue *globalQueues, unsigned index, int cpu,

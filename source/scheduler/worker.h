@@ -356,6 +356,26 @@ Worker *CurrentWorkerOf(Scheduler const *scheduler);
 // so it is told apart by the inline loop's hand.
 void const *CurrentTaskIdentity();
 
+// The thread's variables behind CurrentWorker and CurrentTaskIdentity.
+extern thread_local Worker *t_worker;
+extern thread_local char t_threadIdentity;
+
+// CurrentTaskIdentity, inlined: for a hot path that uses the result before
+// anything can switch fibers, in a function that itself never switches (so
+// the compiler has no later read to serve from this thread's TLS address).
+// It saves the call, about half a nanosecond, on Fibtex's uncontended lock
+// and unlock.
+inline void const *CurrentTaskIdentityNoSwitch() {
+    Worker const *worker = t_worker;
+    if (worker != nullptr) {
+        // A task run inline shares its waiting parent's fiber; the hand of the
+        // inline loop running it (on that fiber's stack) tells them apart.
+        Fiber const *fiber = worker->CurrentFiber();
+        return fiber->Hand != nullptr ? static_cast<void const *>(fiber->Hand) : fiber;
+    }
+    return &t_threadIdentity;
+}
+
 // ---- Inline: the order and the tick sit on every item's path ----
 
 template <class Visit>

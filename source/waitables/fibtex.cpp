@@ -94,16 +94,16 @@ Fibtex::~Fibtex() {
     }
 }
 
-void Fibtex::SetOwner() {
+void Fibtex::SetOwner(void const *owner) {
     // A plain increment: only the new owner writes it, on a line it has just
     // written with its compare-exchange.
     m_acquisitions.store(m_acquisitions.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    m_owner.store(detail::CurrentTaskIdentity(), std::memory_order_relaxed);
+    m_owner.store(owner, std::memory_order_relaxed);
 }
 
 bool Fibtex::try_lock() {
     if (TryAcquire()) {
-        SetOwner();
+        SetOwner(detail::CurrentTaskIdentityNoSwitch());
         return true;
     }
     return false;
@@ -113,9 +113,12 @@ void Fibtex::lock(bool pinToThread) {
     lock_spin(pinToThread, kLockSpinAttempts);
 }
 
+// lock_spin, lock_spin_infinite, try_lock and unlock read the owner identity
+// inline: none of them switches fibers. LockSlow parks, so it must not be
+// inlined into them, and it reads the identity through the opaque call.
 void Fibtex::lock_spin(bool pinToThread, unsigned iterations) {
     if (m_state.load(std::memory_order_relaxed) == kUnlocked && TryAcquire()) {
-        SetOwner();
+        SetOwner(detail::CurrentTaskIdentityNoSwitch());
         return;
     }
     // Contended. A holder that unlocks and relocks at once leaves the lock
@@ -143,7 +146,7 @@ void Fibtex::lock_spin(bool pinToThread, unsigned iterations) {
             if (next != start) {
                 m_backoffStart.store(static_cast<std::uint8_t>(next), std::memory_order_relaxed);
             }
-            SetOwner();
+            SetOwner(detail::CurrentTaskIdentityNoSwitch());
             return;
         }
     }
@@ -155,14 +158,14 @@ void Fibtex::lock_spin_infinite(bool pinToThread) {
     unsigned level = 0;
     for (;;) {
         if (m_state.load(std::memory_order_relaxed) == kUnlocked && TryAcquire()) {
-            SetOwner();
+            SetOwner(detail::CurrentTaskIdentityNoSwitch());
             return;
         }
         Backoff(level, kMaxBackoffLevel);
     }
 }
 
-void Fibtex::LockSlow(bool pinToThread) {
+__attribute__((noinline)) void Fibtex::LockSlow(bool pinToThread) {
     std::uint32_t state = m_state.exchange(kContended, std::memory_order_acquire);
     while (state != kUnlocked) {
         detail::Scheduler *scheduler = detail::Scheduler::Of(m_taskScheduler);
@@ -178,11 +181,11 @@ void Fibtex::LockSlow(bool pinToThread) {
         }
         state = m_state.exchange(kContended, std::memory_order_acquire);
     }
-    SetOwner();
+    SetOwner(detail::CurrentTaskIdentity());
 }
 
 void Fibtex::unlock() {
-    void const *const self = detail::CurrentTaskIdentity();
+    void const *const self = detail::CurrentTaskIdentityNoSwitch();
     void const *const owner = m_owner.load(std::memory_order_relaxed);
     if (owner != self) {
         if (owner == nullptr) {
