@@ -63,10 +63,14 @@ private:
         return m_state.compare_exchange_strong(expected, kLocked, std::memory_order_acquire,
                                                std::memory_order_relaxed);
     }
+    // lock_spin past its first look: the backoff spin, then LockSlow.
+    void LockContended(bool pinToThread, unsigned iterations);
     void LockSlow(bool pinToThread);
     void SetOwner(void const *owner);
-    // unlock() after its ownership check.
+    // unlock() after its ownership check; ReleaseContended wakes a parked
+    // fiber when one may be waiting.
     void Release();
+    void ReleaseContended();
 
     std::atomic<std::uint32_t> m_state{kUnlocked};
     // Where a contended lock() starts its backoff (log2 of the pauses between

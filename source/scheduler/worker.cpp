@@ -15,9 +15,6 @@
 namespace ftl {
 namespace detail {
 
-thread_local Worker *t_worker = nullptr;
-thread_local char t_threadIdentity;
-
 namespace {
 
 // What the idle protocol (idle.h) asks of a worker.

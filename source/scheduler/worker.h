@@ -356,9 +356,10 @@ Worker *CurrentWorkerOf(Scheduler const *scheduler);
 // so it is told apart by the inline loop's hand.
 void const *CurrentTaskIdentity();
 
-// The thread's variables behind CurrentWorker and CurrentTaskIdentity.
-extern thread_local Worker *t_worker;
-extern thread_local char t_threadIdentity;
+// The thread's variables behind CurrentWorker and CurrentTaskIdentity,
+// defined here so that every user knows they need no dynamic initialization.
+inline thread_local Worker *t_worker = nullptr;
+inline thread_local char t_threadIdentity = 0;
 
 // CurrentTaskIdentity, inlined: for a hot path that uses the result before
 // anything can switch fibers, in a function that itself never switches (so

@@ -94,7 +94,7 @@ Fibtex::~Fibtex() {
     }
 }
 
-void Fibtex::SetOwner(void const *owner) {
+inline void Fibtex::SetOwner(void const *owner) {
     // A plain increment: only the new owner writes it, on a line it has just
     // written with its compare-exchange.
     m_acquisitions.store(m_acquisitions.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -109,18 +109,28 @@ bool Fibtex::try_lock() {
     return false;
 }
 
+// lock, lock_spin, LockContended, lock_spin_infinite, try_lock and unlock
+// read the owner identity inline: none of them switches fibers. LockSlow
+// parks, so it must not be inlined into them, and it reads the identity
+// through the opaque call. The uncontended lock and unlock stay short enough
+// to run without saving registers.
 void Fibtex::lock(bool pinToThread) {
-    lock_spin(pinToThread, kLockSpinAttempts);
+    if (m_state.load(std::memory_order_relaxed) == kUnlocked && TryAcquire()) {
+        SetOwner(detail::CurrentTaskIdentityNoSwitch());
+        return;
+    }
+    LockContended(pinToThread, kLockSpinAttempts);
 }
 
-// lock_spin, lock_spin_infinite, try_lock and unlock read the owner identity
-// inline: none of them switches fibers. LockSlow parks, so it must not be
-// inlined into them, and it reads the identity through the opaque call.
 void Fibtex::lock_spin(bool pinToThread, unsigned iterations) {
     if (m_state.load(std::memory_order_relaxed) == kUnlocked && TryAcquire()) {
         SetOwner(detail::CurrentTaskIdentityNoSwitch());
         return;
     }
+    LockContended(pinToThread, iterations);
+}
+
+__attribute__((noinline)) void Fibtex::LockContended(bool pinToThread, unsigned iterations) {
     // Contended. A holder that unlocks and relocks at once leaves the lock
     // free for a moment between its sections; a waiter that looks often
     // catches those moments and the lock (with the data it guards) crosses
@@ -203,6 +213,10 @@ void Fibtex::Release() {
                                         std::memory_order_relaxed)) {
         return;
     }
+    ReleaseContended();
+}
+
+__attribute__((noinline)) void Fibtex::ReleaseContended() {
     detail::WaitNode *node = nullptr;
     // Read before the state is released: after that `this` may be destroyed.
     TaskScheduler *const taskScheduler = m_taskScheduler;
