@@ -112,17 +112,14 @@ bool Fibtex::try_lock() {
 // lock, lock_spin, LockContended, lock_spin_infinite, try_lock and unlock
 // read the owner identity inline: none of them switches fibers. LockSlow
 // parks, so it must not be inlined into them, and it reads the identity
-// through the opaque call. The uncontended lock and unlock make no call.
+// through the opaque call. The uncontended lock_spin (which lock jumps to)
+// and unlock make no call.
 // The look before the first compare-exchange stays: trying the exchange
 // first saved a quarter of a nanosecond at 1 worker (W5 4.82 ns a lock
 // against 5.10) but made W5 at 2 workers bimodal (5.1-10.0 ns over 10 runs,
 // median 6.7, against 5.2-5.8).
 void Fibtex::lock(bool pinToThread) {
-    if (m_state.load(std::memory_order_relaxed) == kUnlocked && TryAcquire()) {
-        SetOwner(detail::CurrentTaskIdentityNoSwitch());
-        return;
-    }
-    LockContended(pinToThread, kLockSpinAttempts);
+    lock_spin(pinToThread, kLockSpinAttempts);
 }
 
 void Fibtex::lock_spin(bool pinToThread, unsigned iterations) {
