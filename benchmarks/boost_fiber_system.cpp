@@ -267,18 +267,19 @@ private:
     std::uint64_t m_value = 0; // guarded by m_mutex
 };
 
-// W5, W5b ----------------------------------------------------------------------
+// W5, W5b, W5s -----------------------------------------------------------------
 
-template <class Mutex>
+// Tasks tasks of Locks increments each.
+template <class Mutex, unsigned Tasks = kLockTasks, unsigned Locks = kLocksPerTask>
 class ContendedMutex final : public Fixture {
 public:
     explicit ContendedMutex(Sizes const &sizes) : m_pool(sizes.Threads, false) {}
 
     void Run() override {
-        Latch latch(kLockTasks);
-        for (unsigned t = 0; t < kLockTasks; ++t) {
+        Latch latch(Tasks);
+        for (unsigned t = 0; t < Tasks; ++t) {
             Launch(latch, [this] {
-                for (unsigned i = 0; i < kLocksPerTask; ++i) {
+                for (unsigned i = 0; i < Locks; ++i) {
                     std::lock_guard<Mutex> lock(m_mutex);
                     ++m_value;
                 }
@@ -288,7 +289,7 @@ public:
     }
 
     Verdict Check() override {
-        return ExpectCount("sum", std::exchange(m_value, 0), std::uint64_t(kLockTasks) * kLocksPerTask);
+        return ExpectCount("sum", std::exchange(m_value, 0), std::uint64_t(Tasks) * Locks);
     }
 
 private:
@@ -359,6 +360,8 @@ System MakeBoostFiberSystem() {
     list.push_back(Make<PingPong>("W4", "fibers::mutex + fibers::condition_variable"));
     list.push_back(Make<ContendedMutex<boost::fibers::mutex>>("W5", "boost::fibers::mutex, std::lock_guard"));
     list.push_back(Make<ContendedMutex<std::mutex>>("W5b", "std::mutex, std::lock_guard"));
+    list.push_back(Make<ContendedMutex<boost::fibers::mutex, kShortLockTasks, kLocksPerShortTask>>(
+        "W5s", "boost::fibers::mutex, std::lock_guard"));
     list.push_back(Make<TriangleNumber>("W6", "fiber per slice, one latch"));
     list.push_back(Implementation{
         "W7", "work_stealing default (suspend = false), idle",

@@ -319,30 +319,32 @@ private:
     ftl::FullAtomicCounter m_value;
 };
 
-// W5, W5b ----------------------------------------------------------------------
+// W5, W5b, W5s -----------------------------------------------------------------
 
+// Tasks tasks of Locks increments each.
+template <unsigned Tasks = kLockTasks, unsigned Locks = kLocksPerTask>
 class ContendedFibtex final : public Fixture {
 public:
     ContendedFibtex(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
         : m_scheduler(sizes, mechanisms), m_lock(m_scheduler.Get()),
-          m_tasks(kLockTasks, ftl::Task{Increment, this}) {}
+          m_tasks(Tasks, ftl::Task{Increment, this}) {}
 
     void Run() override {
         ftl::TaskCounter counter(m_scheduler.Get());
-        m_scheduler.Get()->AddTasks(kLockTasks, m_tasks.data(), ftl::TaskPriority::Normal, &counter);
+        m_scheduler.Get()->AddTasks(Tasks, m_tasks.data(), ftl::TaskPriority::Normal, &counter);
         m_scheduler.Get()->WaitForCounter(&counter);
     }
 
     Verdict Check() override {
         std::uint64_t const value = m_value;
         m_value = 0;
-        return ExpectCount("sum", value, std::uint64_t(kLockTasks) * kLocksPerTask);
+        return ExpectCount("sum", value, std::uint64_t(Tasks) * Locks);
     }
 
 private:
     static void Increment(ftl::TaskScheduler * /*taskScheduler*/, void *arg) {
         auto *self = static_cast<ContendedFibtex *>(arg);
-        for (unsigned i = 0; i < kLocksPerTask; ++i) {
+        for (unsigned i = 0; i < Locks; ++i) {
             std::lock_guard<ftl::Fibtex> lock(self->m_lock);
             ++self->m_value;
         }
@@ -803,8 +805,10 @@ System MakeFtlSystem(std::string name, ftl::detail::Mechanisms const &mechanisms
                                                  mechanisms));
     list.push_back(Make<GraphRuns>("G1", "TaskGraph::Run + WaitForCounter per run", mechanisms));
     list.push_back(Make<PingPong>("W4", "FullAtomicCounter, WaitForCounter(counter, value)", mechanisms));
-    list.push_back(Make<ContendedFibtex>("W5", "Fibtex, std::lock_guard", mechanisms));
-    list.push_back(Make<ContendedFibtex>("W5b", "Fibtex, std::lock_guard", mechanisms));
+    list.push_back(Make<ContendedFibtex<>>("W5", "Fibtex, std::lock_guard", mechanisms));
+    list.push_back(Make<ContendedFibtex<>>("W5b", "Fibtex, std::lock_guard", mechanisms));
+    list.push_back(Make<ContendedFibtex<kShortLockTasks, kLocksPerShortTask>>(
+        "W5s", "Fibtex, std::lock_guard", mechanisms));
     list.push_back(Make<TriangleNumber>("W6", "one AddTasks + TaskCounter", mechanisms));
     list.push_back(Implementation{"W7", "TaskSchedulerInitOptions defaults (Behavior = Sleep)",
                                   [mechanisms](Sizes const &sizes) -> std::unique_ptr<Fixture> {

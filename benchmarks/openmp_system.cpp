@@ -198,7 +198,7 @@ private:
     std::uint64_t m_value = 0; // guarded by m_mutex
 };
 
-// W5, W5b ----------------------------------------------------------------------
+// W5, W5b, W5s -----------------------------------------------------------------
 
 // omp_lock_t with the Lockable interface, for std::lock_guard.
 class OmpLock {
@@ -214,7 +214,8 @@ private:
     omp_lock_t m_lock;
 };
 
-template <class Mutex>
+// Tasks tasks of Locks increments each.
+template <class Mutex, unsigned Tasks = kLockTasks, unsigned Locks = kLocksPerTask>
 class ContendedMutex final : public Fixture {
 public:
     explicit ContendedMutex(Sizes const &sizes) : m_team(sizes) {}
@@ -224,7 +225,7 @@ public:
 #pragma omp parallel num_threads(m_team.Threads())
 #pragma omp single
         {
-            for (unsigned t = 0; t < kLockTasks; ++t) {
+            for (unsigned t = 0; t < Tasks; ++t) {
 #pragma omp task firstprivate(self)
                 self->Increment();
             }
@@ -233,12 +234,12 @@ public:
     }
 
     Verdict Check() override {
-        return ExpectCount("sum", std::exchange(m_value, 0), std::uint64_t(kLockTasks) * kLocksPerTask);
+        return ExpectCount("sum", std::exchange(m_value, 0), std::uint64_t(Tasks) * Locks);
     }
 
 private:
     void Increment() {
-        for (unsigned i = 0; i < kLocksPerTask; ++i) {
+        for (unsigned i = 0; i < Locks; ++i) {
             std::lock_guard<Mutex> lock(m_mutex);
             ++m_value;
         }
@@ -321,6 +322,7 @@ System MakeOpenMpSystem() {
     list.push_back(Make<PingPong>("W4", "std::mutex + std::condition_variable (blocks the thread)"));
     list.push_back(Make<ContendedMutex<OmpLock>>("W5", "omp_lock_t"));
     list.push_back(Make<ContendedMutex<std::mutex>>("W5b", "std::mutex, std::lock_guard"));
+    list.push_back(Make<ContendedMutex<OmpLock, kShortLockTasks, kLocksPerShortTask>>("W5s", "omp_lock_t"));
     list.push_back(Make<TriangleNumber>("W6", "omp task per slice + taskwait"));
     list.push_back(Make<Idle>("W7", "team started by a parallel region, then idle"));
     return system;

@@ -263,9 +263,10 @@ private:
     std::uint64_t m_pongs = 0; // written by the pong task only
 };
 
-// W5, W5b ----------------------------------------------------------------------
+// W5, W5b, W5s -----------------------------------------------------------------
 
-template <class Mutex>
+// Tasks tasks of Locks increments each.
+template <class Mutex, unsigned Tasks = kLockTasks, unsigned Locks = kLocksPerTask>
 class ContendedMutex final : public Fixture {
 public:
     explicit ContendedMutex(Sizes const &sizes) : m_arena(sizes) {}
@@ -273,9 +274,9 @@ public:
     void Run() override {
         m_arena.Execute([this] {
             tbb::task_group group;
-            for (unsigned t = 0; t < kLockTasks; ++t) {
+            for (unsigned t = 0; t < Tasks; ++t) {
                 group.run([this] {
-                    for (unsigned i = 0; i < kLocksPerTask; ++i) {
+                    for (unsigned i = 0; i < Locks; ++i) {
                         std::lock_guard<Mutex> lock(m_mutex);
                         ++m_value;
                     }
@@ -286,7 +287,7 @@ public:
     }
 
     Verdict Check() override {
-        return ExpectCount("sum", std::exchange(m_value, 0), std::uint64_t(kLockTasks) * kLocksPerTask);
+        return ExpectCount("sum", std::exchange(m_value, 0), std::uint64_t(Tasks) * Locks);
     }
 
 private:
@@ -416,6 +417,8 @@ System MakeTbbSystem() {
     list.push_back(Make<PingPong>("W4", kPingPongPrimitive));
     list.push_back(Make<ContendedMutex<tbb::spin_mutex>>("W5", "tbb::spin_mutex, std::lock_guard"));
     list.push_back(Make<ContendedMutex<std::mutex>>("W5b", "std::mutex, std::lock_guard"));
+    list.push_back(Make<ContendedMutex<tbb::spin_mutex, kShortLockTasks, kLocksPerShortTask>>(
+        "W5s", "tbb::spin_mutex, std::lock_guard"));
     list.push_back(Make<TriangleNumber>("W6", "one task_group, run per slice"));
     list.push_back(Make<Idle>("W7", "task_arena, workers started, then idle"));
     list.push_back(Make<WakeLatency<false>>("W8", "task_arena::enqueue from outside the arena"));

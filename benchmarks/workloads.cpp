@@ -146,6 +146,10 @@ std::vector<Workload> MakeWorkloads(Sizes const &sizes) {
                          "W5 with std::mutex for the peers (ftl: Fibtex again)",
                          {{"W5b", "ns/lock"}},
                          double(kLockTasks) * kLocksPerTask});
+    workloads.push_back({"W5s",
+                         "W5 with short tasks: 50,000 tasks x 20 increments under each system's own mutex",
+                         {{"W5s", "ns/lock"}},
+                         double(kShortLockTasks) * kLocksPerShortTask});
     workloads.push_back({"W6",
                          "triangle number of 47,593,243 in " + std::to_string(kTriangleTasks) +
                              " tasks of 10,000 additions, checked",

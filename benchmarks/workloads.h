@@ -13,6 +13,8 @@
 //       for the value the other one writes                   -> ns per round trip
 //   W5  10,000 tasks x 100 increments of one int under a lock -> ns per lock
 //       (W5: each system's own mutex; W5b: std::mutex for the peers)
+//   W5s W5 with short tasks: 50,000 tasks x 20 increments, each system's own
+//       mutex                                                 -> ns per lock
 //   W6  the triangle number of 47,593,243 in tasks of 10,000 additions,
 //       checked against n(n+1)/2                              -> ms
 //   W7  the pool idles 2 s after it started (the main thread sleeps): CPU
@@ -49,6 +51,9 @@ constexpr unsigned kConsumersPerProducer = 1000;
 // W5
 constexpr unsigned kLockTasks = 10000;
 constexpr unsigned kLocksPerTask = 100;
+// W5s
+constexpr unsigned kShortLockTasks = 50000;
+constexpr unsigned kLocksPerShortTask = 20;
 // W6
 constexpr std::uint64_t kTriangleN = 47593243;
 constexpr std::uint64_t kAdditionsPerTask = 10000;
