@@ -65,6 +65,8 @@ private:
     }
     // lock_spin past its first look: the backoff spin, then LockSlow.
     void LockContended(bool pinToThread, unsigned iterations);
+    bool PeeksOn() const;
+    void AcquiredAfterWait(unsigned looked, unsigned start, std::uint32_t acquisitionsBefore);
     void LockSlow(bool pinToThread);
     void SetOwner(void const *owner);
     // unlock() after its ownership check; ReleaseContended wakes a parked

@@ -43,6 +43,10 @@ struct Mechanisms {
     // 1 to 64, more after steals that kept the thief busy long) into the
     // thief's own deque (off: one task a steal).
     bool StealBatch = true;
+    // A contended Fibtex lock that starts with rare looks (a hot lock) first
+    // peeks a few times at short intervals, and takes the lock at once when
+    // nobody took it between two peeks (off: only the rare looks).
+    bool LockPeeks = true;
 };
 
 // Every switch, by name, for the benchmark's columns and the tests' loops.
@@ -60,6 +64,7 @@ constexpr MechanismSwitch kMechanismSwitches[] = {
     {"NextSlot", &Mechanisms::NextSlot},
     {"StealBackoff", &Mechanisms::StealBackoff},
     {"StealBatch", &Mechanisms::StealBatch},
+    {"LockPeeks", &Mechanisms::LockPeeks},
 };
 constexpr unsigned kNumMechanismSwitches = sizeof(kMechanismSwitches) / sizeof(kMechanismSwitches[0]);
 // Mechanisms is a plain set of bools: a switch added there and not here
