@@ -11,9 +11,14 @@
 // - Memory ordering: unlock releases, a successful lock acquires.
 // - Any thread may lock and unlock it: on a thread that is not one of the
 //   scheduler's workers, a contended lock blocks that thread until an unlock
-//   hands it the turn.
+//   wakes it to try again.
+// - Its last user may destroy it right after unlocking it, while other
+//   unlocks may still be returning (as std::mutex allows): an unlock touches
+//   the Fibtex no more once it has released it.
 // - lock() tries a short spin before it parks: a holder on another core is
-//   usually about to unlock, and parking costs two fiber switches.
+//   usually about to unlock, and parking costs two fiber switches and a
+//   process-wide memory barrier. An unlock wakes one parked waiter and does
+//   not hand it the lock: whoever looks first takes it.
 #pragma once
 
 #include "ftl/detail/wait_list.h"
@@ -52,11 +57,10 @@ public:
     void lock_spin_infinite(bool pinToThread = false);
 
 private:
-    // 0: unlocked; 1: locked, no fiber parked; 2: locked, fibers may be parked.
-    // (The three-state mutex from Drepper's "Futexes Are Tricky".)
+    // 0: unlocked; 1: locked. Parked waiters are not in this word: they are
+    // in a table outside the Fibtex, keyed by its address (fibtex.cpp).
     static constexpr std::uint32_t kUnlocked = 0;
     static constexpr std::uint32_t kLocked = 1;
-    static constexpr std::uint32_t kContended = 2;
 
     bool TryAcquire() {
         std::uint32_t expected = kUnlocked;
@@ -65,14 +69,15 @@ private:
     }
     // lock_spin past its first look: the backoff spin, then LockSlow.
     void LockContended(bool pinToThread, unsigned iterations);
+    // The backoff spin: true when it took the lock (the owner is not set).
+    bool SpinAcquire(unsigned iterations);
     bool PeeksOn() const;
     void AcquiredAfterWait(unsigned looked, unsigned start, std::uint32_t acquisitionsBefore);
-    void LockSlow(bool pinToThread);
+    // Parks until an unlock wakes it, then spins again, until it has the lock.
+    void LockSlow(bool pinToThread, unsigned iterations);
     void SetOwner(void const *owner);
-    // unlock() after its ownership check; ReleaseContended wakes a parked
-    // fiber when one may be waiting.
+    // unlock() after its ownership check.
     void Release();
-    void ReleaseContended();
 
     std::atomic<std::uint32_t> m_state{kUnlocked};
     // Where a contended lock() starts its backoff (log2 of the pauses between
@@ -84,7 +89,6 @@ private:
     std::atomic<std::uint32_t> m_acquisitions{0};
     // The owning fiber's identity, for the unlock-by-non-owner check.
     std::atomic<void const *> m_owner{nullptr};
-    detail::WaitList m_waiters;
     TaskScheduler *m_taskScheduler;
 
     friend class detail::FibtexOps;

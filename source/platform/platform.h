@@ -94,6 +94,18 @@ void FutexWaitFor(std::atomic<std::uint32_t> *word, std::uint32_t expected, std:
 // Wakes up to `count` threads sleeping on word.
 void FutexWake(std::atomic<std::uint32_t> *word, int count);
 
+// A process-wide memory barrier: when ProcessBarrier returns, every thread of
+// the process has executed a full barrier since it was called, so a thread
+// whose fast path orders a store before a load only against the compiler
+// (std::atomic_signal_fence) cannot have its load overtake its store across
+// that point. EnableProcessBarrier, called once before the first
+// ProcessBarrier, says whether the OS offers it (Linux: membarrier's private
+// expedited command, since 4.14); where it does not, the fast paths that
+// rely on it must use a full barrier of their own instead. ProcessBarrier
+// returns false if the OS refused it after all.
+bool EnableProcessBarrier();
+bool ProcessBarrier();
+
 // The CPUs the calling thread may run on, in ascending order.
 std::vector<int> AllowedCpus();
 // Saved and restored affinity of the calling thread.

@@ -1,37 +1,207 @@
-// Fibtex: Drepper's three-state mutex ("Futexes Are Tricky", mutex 2), with a
-// fiber wait list in place of the futex.
+// Fibtex: a word that is 0 (unlocked) or 1 (locked), and a parking table
+// outside it for the waiters.
 //
-//   lock:   CAS 0 -> 1; else loop { exchange(2); if it was 0 we own it;
-//           else park until an unlock, registering only while the state is 2 }
-//   unlock: CAS 1 -> 0 (nobody parked); else, under the list lock, store 0
-//           and wake one parked fiber.
-// The slow unlock releases the state while holding the list lock, so a
-// Fibtex destroyed right after its last unlock (the destructor takes that
-// lock) is never touched by an unlocker still on its way out.
+//   lock:   look, CAS 0 -> 1; else spin with backoff (looks and CASes); else
+//           park: link a node in the table's bucket for this address, count
+//           it there, barrier, and stay parked only while the word still
+//           reads 1 (an unlock from then on sees the count).
+//   unlock: store 0, then read the bucket's count (compiler barrier only in
+//           between); when it is not 0, wake the first waiter linked for
+//           this address, which tries again.
+//
+// The unlock is a plain store: one atomic read-modify-write per lock/unlock
+// pair, the lock's. What keeps a wake-up from being lost is the pair of a
+// process-wide barrier on the parking side and the compiler barrier on the
+// unlocking one (platform.h, ProcessBarrier): either the unlocker's store is
+// visible to the parker's re-read, or the unlocker's read of the count comes
+// after the barrier and sees the parker. Where the OS has no such barrier
+// (Windows, see platform.h), every unlock takes the slow path, which puts a
+// seq_cst fence between the store and a second read of the count, and the
+// parker fences between its count and its re-read: the classic pair of
+// fences. source/models/fibtex.pml checks both against store buffers.
+//
+// The waiters live in the table, not in the Fibtex, because the unlocker
+// reads the count after its store released the lock: by then the next owner
+// may have unlocked and destroyed the Fibtex, so the unlocker touches only
+// the table (static memory) from then on. The price of sharing buckets: while
+// waiters of one Fibtex are parked, every unlock of the other Fibtexes that
+// hash to its bucket (1 in 256) takes the slow path: it walks the bucket's
+// list under its lock, finds nobody of its own and goes on.
+//
+// g_parking and g_processBarrier have constant initializers (no dynamic
+// initialization), so they are ready before any constructor of a user's
+// static Fibtex runs.
 #include "ftl/fibtex.h"
 
 #include "ftl/assert.h"
+#include "platform/platform.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/wait.h"
 #include "wait/wait_list.h"
 #include "waitables/fibtex_ops.h"
 
+#include <cstdint>
+
 namespace ftl {
 
 namespace detail {
 
+namespace {
+
+// One bucket a cache line: the count is read by every unlock of the Fibtexes
+// that hash to it, so it shares its line with nothing the others write.
+struct alignas(64) ParkingBucket {
+    // Nodes linked here, of any Fibtex: an unlock reads it after its store.
+    std::atomic<std::uint32_t> Parked{0};
+    WaitList Waiters;
+};
+
+constexpr unsigned kParkingBucketBits = 8;
+ParkingBucket g_parking[1u << kParkingBucketBits];
+
+unsigned BucketIndexOf(void const *mutex) {
+    // Fibonacci hashing of the address without its low bits (a Fibtex is
+    // at least 8-byte aligned, and neighbours often sit a line apart).
+    auto const address = reinterpret_cast<std::uintptr_t>(mutex) >> 4;
+    std::uint64_t const mixed = std::uint64_t(address) * 0x9E3779B97F4A7C15ull;
+    return static_cast<unsigned>(mixed >> (64 - kParkingBucketBits));
+}
+
+ParkingBucket &BucketOf(void const *mutex) {
+    return g_parking[BucketIndexOf(mutex)];
+}
+
+// Whether the parker issues ProcessBarrier (the OS has one), decided once,
+// before the first Fibtex exists. Where it has none, every bucket's count
+// carries kFenceBit for good: each unlock then finds a count that is not 0
+// and goes to UnlockSlow, which issues the full barrier the plain store
+// lacked before it reads the count again. The fast path thus reads no flag.
+std::atomic<bool> g_processBarrier{false};
+constexpr std::uint32_t kFenceBit = 1u << 31;
+
+void DecideUnlock() {
+    static bool const decided = [] {
+        bool const barrier = EnableProcessBarrier();
+        if (!barrier) {
+            for (ParkingBucket &bucket : g_parking) {
+                bucket.Parked.fetch_or(kFenceBit, std::memory_order_relaxed);
+            }
+        }
+        g_processBarrier.store(barrier, std::memory_order_relaxed);
+        return true;
+    }();
+    (void)decided;
+}
+
+// An unlock that found its bucket's count not 0, after its store of 0: takes
+// the first node linked for `mutex` off the bucket and readies its waiter,
+// which then tries again. Touches only the table and the node:
+// `mutex` may be gone (see the top of the file), and then its address may
+// even name a newer Fibtex, whose waiter this wakes for nothing: it finds the
+// lock taken and parks again.
+__attribute__((noinline)) void UnlockSlow(void const *mutex) {
+    ParkingBucket &bucket = BucketOf(mutex);
+    if (!g_processBarrier.load(std::memory_order_relaxed)) {
+        // The store of 0 before the read of the count, against the parker's
+        // increment and fence before its read of the lock.
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        if ((bucket.Parked.load(std::memory_order_relaxed) & ~kFenceBit) == 0) {
+            return;
+        }
+    }
+    WaitNode *node = nullptr;
+    Scheduler *scheduler = nullptr;
+    {
+        WaitListGuard guard(bucket.Waiters);
+        WaitNode *prev = nullptr;
+        for (node = bucket.Waiters.Head; node != nullptr && node->Object != mutex; node = node->Next) {
+            prev = node;
+        }
+        if (node == nullptr) {
+            return;
+        }
+        (prev == nullptr ? bucket.Waiters.Head : prev->Next) = node->Next;
+        if (bucket.Waiters.Tail == node) {
+            bucket.Waiters.Tail = prev;
+        }
+        node->Next = nullptr;
+        node->Linked = false;
+        bucket.Parked.fetch_sub(1, std::memory_order_relaxed);
+        if (!node->Registered) {
+            // Its registration is still on its way and will find the node
+            // unlinked: it readies the waiter itself (FibtexOps::Register).
+            return;
+        }
+        // The Fibtex the node waits for lives: a Fibtex with waiters may not
+        // be destroyed. Its scheduler, not the caller's, readies the fiber.
+        scheduler = Scheduler::Of(FibtexOps::SchedulerOf(*static_cast<Fibtex const *>(node->Object)));
+    }
+    // The node outlives this: its fiber (or thread) waits until woken.
+    WakeWaiter(scheduler, node);
+}
+
+} // namespace
+
 bool FibtexOps::Register(void *mutexPtr, WaitNode *node) {
     auto *mutex = static_cast<Fibtex *>(mutexPtr);
-    WaitListGuard guard(mutex->m_waiters);
-    if (mutex->m_state.load(std::memory_order_relaxed) != Fibtex::kContended) {
-        return false; // unlocked while we were switching away: try again
+    ParkingBucket &bucket = BucketOf(mutex);
+    {
+        WaitListGuard guard(bucket.Waiters);
+        node->Registered = false;
+        Append(bucket.Waiters, node);
+        bucket.Parked.fetch_add(1, std::memory_order_relaxed);
     }
-    Append(mutex->m_waiters, node);
+    // The count before the re-read of the lock, against the unlock's store of
+    // 0 before its read of the count: a barrier on every thread of the
+    // process, which orders the unlocker's pair too; where the OS has none,
+    // a fence here and one in UnlockSlow.
+    if (g_processBarrier.load(std::memory_order_relaxed)) {
+        if (!ProcessBarrier()) {
+            // Unlocks are plain stores by now: without the barrier a wake-up
+            // could be lost, silently.
+            FTL_FATAL("the OS refused the process-wide memory barrier (membarrier) that parking on a "
+                      "Fibtex needs, after it had accepted its registration");
+        }
+    } else {
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+    }
+    // The node is linked but not registered: no unlock readies this fiber
+    // until the block below, so the Fibtex, which it still waits for, lives.
+    bool const released = mutex->m_state.load(std::memory_order_relaxed) == Fibtex::kUnlocked;
+    WaitListGuard guard(bucket.Waiters);
+    if (!node->Linked) {
+        return false; // an unlock took the node meanwhile: try again now
+    }
+    if (released) {
+        Remove(bucket.Waiters, node);
+        bucket.Parked.fetch_sub(1, std::memory_order_relaxed);
+        return false; // unlocked before the count was seen: try again now
+    }
+    node->Registered = true;
     return true;
 }
 
 bool FibtexOps::HeldByCaller(Fibtex const &mutex) {
     return mutex.m_owner.load(std::memory_order_relaxed) == CurrentTaskIdentity();
+}
+
+bool FibtexOps::HasWaiters(Fibtex const &mutex) {
+    ParkingBucket &bucket = BucketOf(&mutex);
+    WaitListGuard guard(bucket.Waiters);
+    for (WaitNode *node = bucket.Waiters.Head; node != nullptr; node = node->Next) {
+        if (node->Object == &mutex) {
+            return true;
+        }
+    }
+    return false;
+}
+
+unsigned FibtexOps::BucketIndex(Fibtex const &mutex) {
+    return BucketIndexOf(&mutex);
+}
+
+bool FibtexOps::ProcessBarrierUsed() {
+    return g_processBarrier.load(std::memory_order_relaxed);
 }
 
 } // namespace detail
@@ -55,7 +225,8 @@ constexpr unsigned kMaxBackoffLevel = 8;
 // 25 us) between looks: W5 with 2 long tasks went from 1.05-1.41 times its
 // 1-worker time to 1.01-1.05.
 constexpr unsigned kMaxHotBackoffLevel = 10;
-// Looks lock() makes before it parks (parking costs two switches). From
+// Looks lock() makes before it parks (parking costs two switches and a
+// process-wide barrier, see the top of the file). From
 // level 0, 24 looks pause 4,351 times in all, close to the 3,775 of 64 looks
 // under a cap of 64 pauses: about 0.1 ms at 25 ns a pause (6,144 at most
 // from a start at kMaxBackoffLevel, 24,576 from one at kMaxHotBackoffLevel).
@@ -97,11 +268,13 @@ unsigned detail::FibtexOps::MaxHotBackoffLevel() {
 
 Fibtex::Fibtex(TaskScheduler *taskScheduler, unsigned fiberSlots) : m_taskScheduler(taskScheduler) {
     (void)fiberSlots; // waiter lists have no fixed capacity
+    // Before any unlock: every unlock and park of this Fibtex happens after
+    // its construction, so they all see the same choice.
+    detail::DecideUnlock();
 }
 
 Fibtex::~Fibtex() {
-    detail::WaitListGuard guard(m_waiters);
-    if (m_waiters.Head != nullptr) {
+    if (detail::FibtexOps::HasWaiters(*this)) {
         FTL_FATAL("a Fibtex was destroyed while fibers wait for it");
     }
     if (m_state.load(std::memory_order_acquire) != kUnlocked) {
@@ -146,6 +319,14 @@ void Fibtex::lock_spin(bool pinToThread, unsigned iterations) {
 }
 
 __attribute__((noinline)) void Fibtex::LockContended(bool pinToThread, unsigned iterations) {
+    if (SpinAcquire(iterations)) {
+        SetOwner(detail::CurrentTaskIdentityNoSwitch());
+        return;
+    }
+    LockSlow(pinToThread, iterations);
+}
+
+bool Fibtex::SpinAcquire(unsigned iterations) {
     // Contended. A holder that unlocks and relocks at once leaves the lock
     // free for a moment between its sections; a waiter that looks often
     // catches those moments and the lock (with the data it guards) crosses
@@ -165,7 +346,7 @@ __attribute__((noinline)) void Fibtex::LockContended(bool pinToThread, unsigned 
             std::uint32_t const now = m_acquisitions.load(std::memory_order_relaxed);
             if (now == seen && m_state.load(std::memory_order_relaxed) == kUnlocked && TryAcquire()) {
                 AcquiredAfterWait(start, start, acquisitionsBefore);
-                return;
+                return true;
             }
             seen = now;
         }
@@ -176,10 +357,10 @@ __attribute__((noinline)) void Fibtex::LockContended(bool pinToThread, unsigned 
         Backoff(level, maxLevel);
         if (m_state.load(std::memory_order_relaxed) == kUnlocked && TryAcquire()) {
             AcquiredAfterWait(looked, start, acquisitionsBefore);
-            return;
+            return true;
         }
     }
-    LockSlow(pinToThread);
+    return false;
 }
 
 bool Fibtex::PeeksOn() const {
@@ -199,7 +380,6 @@ void Fibtex::AcquiredAfterWait(unsigned looked, unsigned start, std::uint32_t ac
     if (next != start) {
         m_backoffStart.store(static_cast<std::uint8_t>(next), std::memory_order_relaxed);
     }
-    SetOwner(detail::CurrentTaskIdentityNoSwitch());
 }
 
 void Fibtex::lock_spin_infinite(bool pinToThread) {
@@ -214,9 +394,12 @@ void Fibtex::lock_spin_infinite(bool pinToThread) {
     }
 }
 
-__attribute__((noinline)) void Fibtex::LockSlow(bool pinToThread) {
-    std::uint32_t state = m_state.exchange(kContended, std::memory_order_acquire);
-    while (state != kUnlocked) {
+__attribute__((noinline)) void Fibtex::LockSlow(bool pinToThread, unsigned iterations) {
+    // An unlock wakes one waiter and does not hand it the lock: another may
+    // take it first. The woken waiter then spins as a new one would before
+    // it parks again, so a lock that is busy but never held long costs it
+    // no second park (and no second barrier).
+    do {
         detail::Scheduler *scheduler = detail::Scheduler::Of(m_taskScheduler);
         detail::Worker *worker = scheduler != nullptr ? scheduler->CurrentWorkerOfThis() : nullptr;
         detail::WaitNode node;
@@ -228,8 +411,8 @@ __attribute__((noinline)) void Fibtex::LockSlow(bool pinToThread) {
             // A thread that is not a worker blocks until an unlock wakes it.
             detail::WaitOnThread(node, &detail::FibtexOps::Register, this);
         }
-        state = m_state.exchange(kContended, std::memory_order_acquire);
-    }
+    } while (!(m_state.load(std::memory_order_relaxed) == kUnlocked && TryAcquire()) &&
+             !SpinAcquire(iterations));
     SetOwner(detail::CurrentTaskIdentity());
 }
 
@@ -247,26 +430,15 @@ void Fibtex::unlock() {
 
 void Fibtex::Release() {
     m_owner.store(nullptr, std::memory_order_relaxed);
-    std::uint32_t expected = kLocked;
-    if (m_state.compare_exchange_strong(expected, kUnlocked, std::memory_order_release,
-                                        std::memory_order_relaxed)) {
-        return;
-    }
-    ReleaseContended();
-}
-
-__attribute__((noinline)) void Fibtex::ReleaseContended() {
-    detail::WaitNode *node = nullptr;
-    // Read before the state is released: after that `this` may be destroyed.
-    TaskScheduler *const taskScheduler = m_taskScheduler;
-    {
-        detail::WaitListGuard guard(m_waiters);
-        m_state.store(kUnlocked, std::memory_order_release);
-        node = detail::PopFront(m_waiters);
-    }
-    if (node != nullptr) {
-        // The node outlives this: its fiber (or thread) waits until woken.
-        detail::WakeWaiter(detail::Scheduler::Of(taskScheduler), node);
+    std::atomic<std::uint32_t> const &parked = detail::BucketOf(this).Parked;
+    // After the store the Fibtex may be gone (see the top of the file): only
+    // `parked` and the address are used from here on.
+    m_state.store(kUnlocked, std::memory_order_release);
+    // The compiler keeps the read below after the store; a parker's
+    // ProcessBarrier orders them on the CPU.
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    if (__builtin_expect(parked.load(std::memory_order_relaxed) != 0, false)) {
+        detail::UnlockSlow(this);
     }
 }
 

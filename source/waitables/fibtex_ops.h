@@ -17,6 +17,15 @@ public:
     static bool Register(void *mutex, WaitNode *node);
     // Whether the calling task holds `mutex`.
     static bool HeldByCaller(Fibtex const &mutex);
+    // Whether fibers or threads are parked on `mutex`.
+    static bool HasWaiters(Fibtex const &mutex);
+    // Whether a parker issues the OS's process-wide barrier (else the OS has
+    // none, and every unlock issues a full barrier of its own).
+    static bool ProcessBarrierUsed();
+    static TaskScheduler *SchedulerOf(Fibtex const &mutex) { return mutex.m_taskScheduler; }
+    // The parking table's bucket for `mutex` (the tests look for Fibtexes
+    // that share one).
+    static unsigned BucketIndex(Fibtex const &mutex);
     // Unlocks `mutex` for the task that holds it, from wherever the caller
     // runs (a waiter's post-switch step runs on another fiber).
     static void ReleaseFor(Fibtex &mutex) { mutex.Release(); }

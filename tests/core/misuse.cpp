@@ -11,8 +11,10 @@
 #include "ftl/task_scheduler.h"
 #include "ftl/thread_local.h"
 #include "test_support.h"
+#include "waitables/fibtex_ops.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -162,6 +164,27 @@ TEST_CASE("Destroying a locked Fibtex aborts", "[misuse]") {
         delete mutex;
     });
     RequireDeath(result, "locked");
+}
+
+TEST_CASE("Destroying a Fibtex while a fiber waits for it aborts", "[misuse]") {
+    ChildResult const result = RunInChild([] {
+        ftl::TaskScheduler ts;
+        ts.Init(Options(2));
+        auto *mutex = new ftl::Fibtex(&ts);
+        mutex->lock();
+        auto waiter = [mutex](ftl::TaskScheduler *) {
+            std::lock_guard<ftl::Fibtex> lock(*mutex);
+        };
+        ftl::TaskCounter counter(&ts);
+        ts.AddTask(ftl_test::LambdaTask(waiter), ftl::TaskPriority::Normal, &counter);
+        // Until the task's node is on the Fibtex's list (its spin is over and
+        // its registration ran).
+        while (!ftl::detail::FibtexOps::HasWaiters(*mutex)) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        delete mutex;
+    });
+    RequireDeath(result, "destroyed while fibers wait");
 }
 
 TEST_CASE("Destroying a counter while a fiber waits on it aborts", "[misuse]") {

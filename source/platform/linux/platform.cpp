@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <ctime>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -34,6 +35,19 @@ void FutexWaitFor(std::atomic<std::uint32_t> *word, std::uint32_t expected, std:
 void FutexWake(std::atomic<std::uint32_t> *word, int count) {
     syscall(SYS_futex, reinterpret_cast<std::uint32_t *>(word), FUTEX_WAKE_PRIVATE, count, nullptr, nullptr,
             0);
+}
+
+bool EnableProcessBarrier() {
+    // Registration is per process and stays for its life; a kernel without
+    // the command (or a sandbox that filters the call) answers an error.
+    return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+bool ProcessBarrier() {
+    // Interrupts every CPU running one of this process's threads and makes it
+    // execute a full barrier; CPUs running none of them are past one already
+    // (the switch away from this process's thread was one).
+    return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
 }
 
 std::vector<int> AllowedCpus() {

@@ -33,6 +33,19 @@ void FutexWake(std::atomic<std::uint32_t> *word, int count) {
     }
 }
 
+bool EnableProcessBarrier() {
+    // FlushProcessWriteBuffers is Windows' process-wide barrier, but wine
+    // (which runs this build's tests) has long implemented it as a no-op, and
+    // a barrier that does nothing would lose wake-ups. The fast paths use a
+    // full barrier of their own here instead.
+    return false;
+}
+
+bool ProcessBarrier() {
+    FlushProcessWriteBuffers();
+    return true;
+}
+
 namespace {
 
 DWORD_PTR ProcessMask() {
