@@ -327,7 +327,7 @@ class ContendedFibtex final : public Fixture {
 public:
     ContendedFibtex(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
         : m_scheduler(sizes, mechanisms), m_lock(m_scheduler.Get()),
-          m_tasks(Tasks, ftl::Task{Increment, this}) {}
+          m_tasks(Tasks, ftl::Task{Increment, this}), m_tally(sizes.Threads) {}
 
     void Run() override {
         ftl::TaskCounter counter(m_scheduler.Get());
@@ -338,12 +338,15 @@ public:
     Verdict Check() override {
         std::uint64_t const value = m_value;
         m_value = 0;
-        return ExpectCount("sum", value, std::uint64_t(Tasks) * Locks);
+        return FirstFailure({ExpectCount("sum", value, std::uint64_t(Tasks) * Locks),
+                             ExpectCount("tasks run", m_tally.Take(&m_busiest), Tasks)});
     }
+    double BusiestThreadShare() const override { return m_busiest; }
 
 private:
-    static void Increment(ftl::TaskScheduler * /*taskScheduler*/, void *arg) {
+    static void Increment(ftl::TaskScheduler *taskScheduler, void *arg) {
         auto *self = static_cast<ContendedFibtex *>(arg);
+        self->m_tally.Count(taskScheduler->GetCurrentThreadIndex());
         for (unsigned i = 0; i < Locks; ++i) {
             std::lock_guard<ftl::Fibtex> lock(self->m_lock);
             ++self->m_value;
@@ -354,6 +357,8 @@ private:
     ftl::Fibtex m_lock;
     std::uint64_t m_value = 0; // guarded by m_lock
     std::vector<ftl::Task> m_tasks;
+    Tally m_tally;
+    double m_busiest = -1;
 };
 
 // W6 ---------------------------------------------------------------------------

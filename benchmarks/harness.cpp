@@ -193,6 +193,7 @@ std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const
     unsigned const first = workload.WarmUp || repetitions == 0 ? 0 : 1;
     std::size_t const figureCount = workload.Figures.size();
     std::vector<std::vector<double>> values(figureCount);
+    std::vector<double> shares; // BusiestThreadShare of each measured run
     // Runs the workload once and checks it; returns an error line, or "".
     auto runOnce = [&](unsigned run, Clock::duration &took) -> std::string {
         auto const start = Clock::now();
@@ -224,6 +225,9 @@ std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const
         if (std::string error = runOnce(run, took); !error.empty()) {
             return error;
         }
+        if (double const share = fixture->BusiestThreadShare(); share >= 0) {
+            shares.push_back(share);
+        }
         if (workload.SelfMeasured()) {
             std::vector<double> const figures = fixture->MeasuredFigures();
             if (figures.size() != figureCount) {
@@ -254,6 +258,10 @@ std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const
     std::snprintf(line, sizeof line, "probe %.17g %.17g %.17g %.17g\n", probeBefore, probeAfter, serialBefore,
                   SerialProbe());
     report += line;
+    if (!shares.empty()) {
+        std::snprintf(line, sizeof line, "share %.17g\n", MedianOf(shares));
+        report += line;
+    }
     for (std::vector<double> const &figure : values) {
         double const median = MedianOf(figure);
         double const min = figure.empty() ? 0 : *std::min_element(figure.begin(), figure.end());
@@ -424,6 +432,9 @@ Measurement MeasureIsolated(Config const &config, Sizes const &sizes, Workload c
         } else if (line.rfind("probe ", 0) == 0) {
             std::istringstream fields(line.substr(6));
             fields >> result.ProbeBefore >> result.ProbeAfter >> result.SerialBefore >> result.SerialAfter;
+        } else if (line.rfind("share ", 0) == 0) {
+            std::istringstream fields(line.substr(6));
+            fields >> result.BusiestShare;
         } else if (line.rfind("stats ", 0) == 0) {
             result.PoolStatistics += line.substr(6) + "\n";
         } else if (line == "ok") {
@@ -693,9 +704,16 @@ void Table::PrintDetails(std::FILE *out) const {
             std::string const probe = cell.ProbeBefore > 0 ? FormatValue(cell.ProbeBefore) + "/" +
                                                                  FormatValue(cell.ProbeAfter) + " ns"
                                                            : "-";
-            std::fprintf(out, "  %-*s  %-*s  %-32s  %-14s  %s\n", static_cast<int>(labelWidth),
+            std::string share;
+            if (cell.BusiestShare >= 0) {
+                char text[64];
+                std::snprintf(text, sizeof text, "; its busiest thread ran %.0f%% of the tasks",
+                              100 * cell.BusiestShare);
+                share = text;
+            }
+            std::fprintf(out, "  %-*s  %-*s  %-32s  %-14s  %s%s\n", static_cast<int>(labelWidth),
                          row.Fig.Id.c_str(), static_cast<int>(columnWidth), m_columns[i].c_str(),
-                         range.c_str(), probe.c_str(), cell.Primitive.c_str());
+                         range.c_str(), probe.c_str(), cell.Primitive.c_str(), share.c_str());
         }
     }
 }
@@ -741,6 +759,9 @@ std::string Table::Json(std::string const &indent) const {
                 if (cell.ProbeBefore > 0) {
                     json += ", \"cross_core_ns\": [" + FormatJsonNumber(cell.ProbeBefore) + ", " +
                             FormatJsonNumber(cell.ProbeAfter) + "]";
+                }
+                if (cell.BusiestShare >= 0) {
+                    json += ", \"busiest_thread_share\": " + FormatJsonNumber(cell.BusiestShare);
                 }
                 if (i > 0 && row.Fig.Ratio && reference.Status == Cell::State::Measured &&
                     reference.Figure.Median > 0) {

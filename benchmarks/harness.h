@@ -101,6 +101,12 @@ public:
     // For self-measured workloads: the last run's figures, one per
     // Workload::Figures entry.
     virtual std::vector<double> MeasuredFigures() const { return {}; }
+    // For workloads whose figure means something only when the work spread
+    // over the threads (W5: one lock contended by all of them): the share of
+    // the last run's tasks that the busiest thread ran, 0 to 1 (-1: not
+    // counted). A run where one thread ran them all measured an uncontended
+    // lock.
+    virtual double BusiestThreadShare() const { return -1; }
 };
 
 // A system's description of what its pool did, one line or more (ftl: its
@@ -181,6 +187,9 @@ struct Measurement {
     // first two CPUs), at the same two moments.
     double SerialBefore = 0;
     double SerialAfter = 0;
+    // The median over the measured runs of Fixture::BusiestThreadShare (-1:
+    // not counted).
+    double BusiestShare = -1;
 };
 
 // Measures one implementation in a child process (see the top of this file).
@@ -200,6 +209,7 @@ struct Cell {
     Stats Figure;
     double ProbeBefore = 0; // see Measurement
     double ProbeAfter = 0;
+    double BusiestShare = -1; // see Measurement
 };
 
 // A table of results: rows are figures, columns are systems; the first

@@ -218,7 +218,7 @@ private:
 template <class Mutex, unsigned Tasks = kLockTasks, unsigned Locks = kLocksPerTask>
 class ContendedMutex final : public Fixture {
 public:
-    explicit ContendedMutex(Sizes const &sizes) : m_team(sizes) {}
+    explicit ContendedMutex(Sizes const &sizes) : m_team(sizes), m_tally(sizes.Threads) {}
 
     void Run() override {
         ContendedMutex *const self = this;
@@ -234,11 +234,14 @@ public:
     }
 
     Verdict Check() override {
-        return ExpectCount("sum", std::exchange(m_value, 0), std::uint64_t(Tasks) * Locks);
+        return FirstFailure({ExpectCount("sum", std::exchange(m_value, 0), std::uint64_t(Tasks) * Locks),
+                             ExpectCount("tasks run", m_tally.Take(&m_busiest), Tasks)});
     }
+    double BusiestThreadShare() const override { return m_busiest; }
 
 private:
     void Increment() {
+        m_tally.Count(ThreadIndex());
         for (unsigned i = 0; i < Locks; ++i) {
             std::lock_guard<Mutex> lock(m_mutex);
             ++m_value;
@@ -248,6 +251,8 @@ private:
     Team m_team;
     Mutex m_mutex;
     std::uint64_t m_value = 0; // guarded by m_mutex
+    Tally m_tally;
+    double m_busiest = -1;
 };
 
 // W6 ---------------------------------------------------------------------------

@@ -269,13 +269,14 @@ private:
 template <class Mutex, unsigned Tasks = kLockTasks, unsigned Locks = kLocksPerTask>
 class ContendedMutex final : public Fixture {
 public:
-    explicit ContendedMutex(Sizes const &sizes) : m_arena(sizes) {}
+    explicit ContendedMutex(Sizes const &sizes) : m_arena(sizes), m_tally(sizes.Threads) {}
 
     void Run() override {
         m_arena.Execute([this] {
             tbb::task_group group;
             for (unsigned t = 0; t < Tasks; ++t) {
                 group.run([this] {
+                    m_tally.Count(ThreadIndex());
                     for (unsigned i = 0; i < Locks; ++i) {
                         std::lock_guard<Mutex> lock(m_mutex);
                         ++m_value;
@@ -287,13 +288,17 @@ public:
     }
 
     Verdict Check() override {
-        return ExpectCount("sum", std::exchange(m_value, 0), std::uint64_t(Tasks) * Locks);
+        return FirstFailure({ExpectCount("sum", std::exchange(m_value, 0), std::uint64_t(Tasks) * Locks),
+                             ExpectCount("tasks run", m_tally.Take(&m_busiest), Tasks)});
     }
+    double BusiestThreadShare() const override { return m_busiest; }
 
 private:
     Arena m_arena;
     Mutex m_mutex;
     std::uint64_t m_value = 0; // guarded by m_mutex
+    Tally m_tally;
+    double m_busiest = -1;
 };
 
 // W6 ---------------------------------------------------------------------------

@@ -133,12 +133,18 @@ public:
 
     void Count(unsigned threadIndex) { ++m_slots[threadIndex].Value; }
 
-    // The total since the last Take, and a fresh start.
-    std::uint64_t Take() {
+    // The total since the last Take, and a fresh start. busiestShare: the
+    // share of that total the busiest thread counted (0 when nothing was).
+    std::uint64_t Take(double *busiestShare = nullptr) {
         std::uint64_t total = 0;
+        std::uint64_t busiest = 0;
         for (Slot &slot : m_slots) {
             total += slot.Value;
+            busiest = slot.Value > busiest ? slot.Value : busiest;
             slot.Value = 0;
+        }
+        if (busiestShare != nullptr) {
+            *busiestShare = total == 0 ? 0 : double(busiest) / double(total);
         }
         return total;
     }
