@@ -498,10 +498,14 @@ TEST_CASE("Waits on a lock its holder keeps relocking make the next waiter look 
     REQUIRE(highest <= hotLevel);
 
     // One long section: no relock during the wait, so the next start is one
-    // level below the one the wait found the lock free at (its start: the
-    // climb does not go above a start past maxLevel).
+    // level below the one the wait found the lock free at: its start, when
+    // that is past maxLevel (the climb does not go above it), else maxLevel.
+    // The start is not always still past maxLevel here: the hammer's own
+    // waits, for the waiter's sections, each walk it down a level, and a
+    // hammer that parked spins again after its wake (seen under qemu, where
+    // spins are short: a start of 6).
     unsigned const start = ftl::detail::FibtexOps::BackoffStart(mutex);
-    REQUIRE(start > maxLevel - 1);
+    unsigned const expected = (start > maxLevel ? start : maxLevel) - 1;
     std::atomic<bool> started{false};
     int written = 0;
     std::thread holder = HoldForLongAfterStart(mutex, started, written);
@@ -515,7 +519,8 @@ TEST_CASE("Waits on a lock its holder keeps relocking make the next waiter look 
     ts.WaitForCounter(&singleDone);
     holder.join();
     REQUIRE(written == 1);
-    REQUIRE(ftl::detail::FibtexOps::BackoffStart(mutex) == start - 1);
+    CAPTURE(start);
+    REQUIRE(ftl::detail::FibtexOps::BackoffStart(mutex) == expected);
 }
 
 namespace {
