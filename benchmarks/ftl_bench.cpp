@@ -23,11 +23,11 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
-#include <functional>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -375,9 +375,10 @@ std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, unsigned thre
         auto const [peer, name] = BestPeer(table, {"W5", "W5b"}, &peerCell, spread);
         if (ftl > 0 && !spread(*ftlCell)) {
             verdicts.push_back(TargetVerdict{
-                Format("W5: ftl's busiest worker ran %.0f%% of the tasks, so its %s ns measured no contention; "
-                       "target: Fibtex no slower than the fastest peer mutex, both contended",
-                       100 * ftlCell->BusiestShare, bench::FormatValue(ftl).c_str()),
+                Format(
+                    "W5: ftl's busiest worker ran %.0f%% of the tasks, so its %s ns measured no contention; "
+                    "target: Fibtex no slower than the fastest peer mutex, both contended",
+                    100 * ftlCell->BusiestShare, bench::FormatValue(ftl).c_str()),
                 false});
         } else if (ftl > 0 && peer >= 0) {
             verdicts.push_back(TargetVerdict{
@@ -387,9 +388,10 @@ std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, unsigned thre
                 ftl <= peer});
         } else if (ftl > 0 && !leftOut.empty()) {
             verdicts.push_back(TargetVerdict{
-                Format("W5: no peer mutex was measured contended%s; target: Fibtex no slower than the fastest "
-                       "peer mutex",
-                       leftOut.c_str()),
+                Format(
+                    "W5: no peer mutex was measured contended%s; target: Fibtex no slower than the fastest "
+                    "peer mutex",
+                    leftOut.c_str()),
                 false});
         }
     }

@@ -237,7 +237,9 @@ public:
         return FirstFailure({ExpectCount("sum", std::exchange(m_value, 0), std::uint64_t(Tasks) * Locks),
                              ExpectCount("tasks run", m_tally.Take(&m_busiest), Tasks)});
     }
-    double BusiestThreadShare() const override { return m_busiest; }
+    double BusiestThreadShare() const override {
+        return m_busiest;
+    }
 
 private:
     void Increment() {

@@ -12,8 +12,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <new>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -691,7 +691,8 @@ TEST_CASE("Fibtexes that share a parking bucket wake only their own waiters", "[
 // the same address, starts with nothing left over from the last one. (Under
 // ASan, an unlock that touched the Fibtex after its store would also be
 // caught, when it falls in the few nanoseconds before the delete.)
-TEST_CASE("A Fibtex its last user deletes right after unlocking is not touched by a late unlock", "[fibtex]") {
+TEST_CASE("A Fibtex its last user deletes right after unlocking is not touched by a late unlock",
+          "[fibtex]") {
     unsigned const threads = GENERATE(2u, 3u);
     CAPTURE(threads);
     ftl::TaskScheduler ts;

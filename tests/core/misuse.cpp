@@ -172,9 +172,7 @@ TEST_CASE("Destroying a Fibtex while a fiber waits for it aborts", "[misuse]") {
         ts.Init(Options(2));
         auto *mutex = new ftl::Fibtex(&ts);
         mutex->lock();
-        auto waiter = [mutex](ftl::TaskScheduler *) {
-            std::lock_guard<ftl::Fibtex> lock(*mutex);
-        };
+        auto waiter = [mutex](ftl::TaskScheduler *) { std::lock_guard<ftl::Fibtex> lock(*mutex); };
         ftl::TaskCounter counter(&ts);
         ts.AddTask(ftl_test::LambdaTask(waiter), ftl::TaskPriority::Normal, &counter);
         // Until the task's node is on the Fibtex's list (its spin is over and
