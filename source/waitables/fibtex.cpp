@@ -93,6 +93,16 @@ void DecideUnlock() {
     (void)decided;
 }
 
+// The first node linked in `bucket` for `mutex`, or nullptr. Requires the
+// bucket's lock.
+WaitNode *FirstWaiterOf(ParkingBucket &bucket, void const *mutex) {
+    WaitNode *node = bucket.Waiters.Head;
+    while (node != nullptr && node->Object != mutex) {
+        node = node->Next;
+    }
+    return node;
+}
+
 // An unlock that found its bucket's count not 0, after its store of 0: takes
 // the first node linked for `mutex` off the bucket and readies its waiter,
 // which then tries again. Touches only the table and the node:
@@ -113,19 +123,11 @@ __attribute__((noinline)) void UnlockSlow(void const *mutex) {
     Scheduler *scheduler = nullptr;
     {
         WaitListGuard guard(bucket.Waiters);
-        WaitNode *prev = nullptr;
-        for (node = bucket.Waiters.Head; node != nullptr && node->Object != mutex; node = node->Next) {
-            prev = node;
-        }
+        node = FirstWaiterOf(bucket, mutex);
         if (node == nullptr) {
             return;
         }
-        (prev == nullptr ? bucket.Waiters.Head : prev->Next) = node->Next;
-        if (bucket.Waiters.Tail == node) {
-            bucket.Waiters.Tail = prev;
-        }
-        node->Next = nullptr;
-        node->Linked = false;
+        Remove(bucket.Waiters, node);
         bucket.Parked.fetch_sub(1, std::memory_order_relaxed);
         if (!node->Registered) {
             // Its registration is still on its way and will find the node
@@ -188,12 +190,7 @@ bool FibtexOps::HeldByCaller(Fibtex const &mutex) {
 bool FibtexOps::HasWaiters(Fibtex const &mutex) {
     ParkingBucket &bucket = BucketOf(&mutex);
     WaitListGuard guard(bucket.Waiters);
-    for (WaitNode *node = bucket.Waiters.Head; node != nullptr; node = node->Next) {
-        if (node->Object == &mutex) {
-            return true;
-        }
-    }
-    return false;
+    return FirstWaiterOf(bucket, &mutex) != nullptr;
 }
 
 unsigned FibtexOps::BucketIndex(Fibtex const &mutex) {
