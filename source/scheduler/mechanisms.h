@@ -47,6 +47,11 @@ struct Mechanisms {
     // peeks a few times at short intervals, and takes the lock at once when
     // nobody took it between two peeks (off: only the rare looks).
     bool LockPeeks = true;
+    // A contended Fibtex lock that looks rarely (a hot lock) also watches the
+    // workers between its looks, and looks at once when one of them has gone
+    // idle since: it may be the holder, done with the lock (off: only the
+    // rare looks).
+    bool LockWatchesIdle = true;
 };
 
 // Every switch, by name, for the benchmark's columns and the tests' loops.
@@ -65,6 +70,7 @@ constexpr MechanismSwitch kMechanismSwitches[] = {
     {"StealBackoff", &Mechanisms::StealBackoff},
     {"StealBatch", &Mechanisms::StealBatch},
     {"LockPeeks", &Mechanisms::LockPeeks},
+    {"LockWatchesIdle", &Mechanisms::LockWatchesIdle},
 };
 constexpr unsigned kNumMechanismSwitches = sizeof(kMechanismSwitches) / sizeof(kMechanismSwitches[0]);
 // Mechanisms is a plain set of bools: a switch added there and not here

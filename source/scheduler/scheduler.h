@@ -68,6 +68,15 @@ public:
     TaskScheduler *Owner() const { return m_owner; }
     unsigned NumWorkers() const { return m_numWorkers; }
     Worker &WorkerAt(unsigned index) { return m_workers[index]; }
+    // The sum of the workers' idle starts: it changes whenever one of them
+    // goes idle (Worker::IdleStarts).
+    std::uint32_t IdleStarts() const {
+        std::uint32_t sum = 0;
+        for (unsigned i = 0; i < m_numWorkers; ++i) {
+            sum += m_workers[i].IdleStarts();
+        }
+        return sum;
+    }
     FiberPool &Pool() { return m_pool; }
     // GetStats (source/scheduler/stats.cpp).
     SchedulerStats Stats() const;

@@ -176,6 +176,8 @@ Worker *Worker::Idle(Fiber *self) {
     if (scheduler.Quitting()) {
         return ExitThread(self);
     }
+    // Owner-only: a plain increment.
+    m_idleStarts.store(m_idleStarts.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     IdleHooks hooks(*this);
     std::uint64_t const idleFrom = NowNs();
     m_idleSinceNs.store(idleFrom, std::memory_order_relaxed);

@@ -187,6 +187,7 @@ public:
     FiberInbox const &Pinned() const { return m_pinned; }
     bool QueuesLookEmpty() const; // the task and ready deques (others may read them)
     bool ReadyLooksEmpty() const { return m_ready.LooksEmpty(); }
+    std::uint32_t IdleStarts() const { return m_idleStarts.load(std::memory_order_relaxed); }
     // Whether this look (a spin round's, or Steal's) may take in other
     // workers' task deques: not for a while after task steals that did not
     // pay for themselves (see Steal). Counts the look.
@@ -340,6 +341,10 @@ private:
     std::atomic<std::uint64_t> m_failedSteals{0};
     std::atomic<std::uint64_t> m_idleNs{0};
     std::atomic<std::uint64_t> m_idleSinceNs{0}; // 0: not idle now
+    // Times this worker went idle (Idle). The waiter on a hot Fibtex watches
+    // it (Scheduler::IdleStarts): on a line of its own that the owner writes
+    // only as it goes idle, so the watching costs a busy worker nothing.
+    alignas(64) std::atomic<std::uint32_t> m_idleStarts{0};
 };
 
 static_assert(alignof(Worker) == 64, "per-worker data must be cache-line aligned");

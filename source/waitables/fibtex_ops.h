@@ -35,6 +35,12 @@ public:
     static unsigned BackoffStart(Fibtex const &mutex) {
         return mutex.m_backoffStart.load(std::memory_order_relaxed);
     }
+    static void SetBackoffStart(Fibtex &mutex, unsigned level) {
+        mutex.m_backoffStart.store(static_cast<std::uint8_t>(level), std::memory_order_relaxed);
+    }
+    // Locks taken, process-wide, at a look brought forward because a worker
+    // went idle (the LockWatchesIdle mechanism, fibtex.cpp).
+    static std::uint64_t IdleLookAcquisitions();
     static unsigned MaxBackoffLevel();
     static unsigned MaxHotBackoffLevel();
 };

@@ -5,6 +5,7 @@
 #include "ftl/task_counter.h"
 #include "ftl/task_scheduler.h"
 #include "platform/platform.h"
+#include "scheduler/mechanisms.h"
 #include "test_support.h"
 #include "waitables/fibtex_ops.h"
 
@@ -521,6 +522,74 @@ TEST_CASE("Waits on a lock its holder keeps relocking make the next waiter look 
     REQUIRE(written == 1);
     CAPTURE(start);
     REQUIRE(ftl::detail::FibtexOps::BackoffStart(mutex) == expected);
+}
+
+// Between its rare looks at a hot lock, a waiter watches the workers go idle
+// (the LockWatchesIdle mechanism): when the holder's task ends and its worker
+// finds nothing more to do, the waiter looks at once rather than at its next
+// look. The waiter here starts far above the hot levels (2^16 pauses between
+// looks), so that its own look comes long after the holder's worker went
+// idle, even where pauses are short (qemu) or going idle is slow (TSan).
+TEST_CASE("A waiter on a hot lock takes it as soon as the holder's worker goes idle", "[fibtex]") {
+    constexpr unsigned kRounds = 10;
+    constexpr unsigned kRareLevel = 16;
+    for (bool const watch : {true, false}) {
+        CAPTURE(watch);
+        ftl::detail::Mechanisms mechanisms;
+        mechanisms.LockWatchesIdle = watch;
+        ftl::TaskScheduler ts;
+        REQUIRE(ftl::detail::InitWithMechanisms(ts, Options(2), mechanisms) == 0);
+        ftl::Fibtex mutex(&ts);
+        std::uint64_t const before = ftl::detail::FibtexOps::IdleLookAcquisitions();
+        unsigned value = 0;          // guarded by mutex
+        std::vector<unsigned> order; // who took the lock, in order (guarded by mutex)
+        for (unsigned round = 0; round < kRounds; ++round) {
+            ftl::detail::FibtexOps::SetBackoffStart(mutex, kRareLevel);
+            std::atomic<bool> held{false};
+            std::atomic<bool> waiting{false};
+            // Worker 1 holds the lock until the waiter is well into its wait,
+            // then ends its task, and has nothing more to run.
+            auto holder = [&](ftl::TaskScheduler *) {
+                mutex.lock();
+                order.push_back(1);
+                held.store(true);
+                while (!waiting.load()) {
+                    std::this_thread::yield();
+                }
+                std::this_thread::sleep_for(std::chrono::milliseconds(2));
+                ++value;
+                mutex.unlock();
+            };
+            auto waiter = [&](ftl::TaskScheduler *) {
+                while (!held.load()) {
+                    std::this_thread::yield();
+                }
+                waiting.store(true);
+                mutex.lock_spin(false, 1u << 30); // never parks
+                order.push_back(0);
+                ++value;
+                mutex.unlock();
+            };
+            ftl::TaskCounter done(&ts);
+            ts.AddPinnedTask(1, holder, ftl::TaskPriority::Normal, &done);
+            ts.AddPinnedTask(0, waiter, ftl::TaskPriority::Normal, &done);
+            ts.WaitForCounter(&done);
+        }
+        REQUIRE(value == 2 * kRounds);
+        REQUIRE(order.size() == 2 * kRounds);
+        for (unsigned i = 0; i < order.size(); ++i) {
+            REQUIRE(order[i] == (i % 2 == 0 ? 1u : 0u));
+        }
+        std::uint64_t const early = ftl::detail::FibtexOps::IdleLookAcquisitions() - before;
+        CAPTURE(early);
+        if (watch) {
+            // A look brought forward can lose to the waiter's own look only
+            // when going idle takes longer than 2^16 pauses.
+            REQUIRE(early >= kRounds / 2);
+        } else {
+            REQUIRE(early == 0);
+        }
+    }
 }
 
 namespace {
