@@ -483,6 +483,36 @@ void PrintTargets(std::FILE *out, std::vector<TargetVerdict> const &verdicts) {
     }
 }
 
+// --threads-pair for an implementation that interleaves the pair: one child
+// process runs a pool of one worker and a pool of `more` side by side, and
+// takes their samples in turn; its figures are split into the two
+// measurements (the probes are the child's, for both). False when it failed.
+bool MeasureInterleaved(bench::Config const &config, bench::Sizes sizes, unsigned more,
+                        bench::Workload const &workload, bench::Implementation const &implementation,
+                        unsigned round, bench::Measurement (&measured)[2]) {
+    sizes.Threads = 1;
+    sizes.PairedThreads = more;
+    bench::Workload both = workload;
+    both.Figures.insert(both.Figures.end(), workload.Figures.begin(), workload.Figures.end());
+    std::fprintf(stderr, "  %-4s round %u, 1 worker and %u, sample by sample: ", workload.Id.c_str(),
+                 round + 1, more);
+    bench::Measurement const result = bench::MeasureIsolated(config, sizes, both, implementation);
+    if (!result.Ok) {
+        std::fprintf(stderr, "FAILED: %s\n", result.Error.c_str());
+        return false;
+    }
+    std::size_t const count = workload.Figures.size();
+    for (unsigned which = 0; which < 2; ++which) {
+        measured[which] = result;
+        measured[which].Figures.assign(result.Figures.begin() + static_cast<std::ptrdiff_t>(which * count),
+                                       result.Figures.begin() +
+                                           static_cast<std::ptrdiff_t>((which + 1) * count));
+    }
+    std::fprintf(stderr, "%s and %s %s\n", bench::FormatValue(measured[0].Figures[0].Median).c_str(),
+                 bench::FormatValue(measured[1].Figures[0].Median).c_str(), workload.Figures[0].Unit.c_str());
+    return true;
+}
+
 // --threads-pair: ftl alone, at one worker and at `more`, round by round
 // (which goes first alternates, so that drift cancels), each figure's
 // median at both and their ratio, with the host's state from the probes of
@@ -518,7 +548,13 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
                 continue;
             }
             bench::Measurement measured[2]; // [0]: one worker, [1]: `more`
-            for (unsigned turn = 0; turn < 2; ++turn) {
+            if (implementation->InterleavesPair) {
+                if (!MeasureInterleaved(config, sizes, more, workload, *implementation, round, measured)) {
+                    failed = true;
+                    break;
+                }
+            }
+            for (unsigned turn = 0; turn < 2 && !implementation->InterleavesPair; ++turn) {
                 unsigned const which = (round + turn) % 2;
                 sizes.Threads = which == 0 ? 1 : more;
                 std::fprintf(stderr, "  %-4s round %u, %u worker%s: ", workload.Id.c_str(), round + 1,
@@ -571,7 +607,8 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
     std::printf(
         "ftl at 1 worker and at %u workers, %u round%s, medians of %u repetitions; state: slow when the\n"
         "cross-core probe (the highest of the four around a pair) is above %.0f ns; *: the single-thread\n"
-        "probe read above %.1fx the run's fastest (%s ns), and the round is left out of the medians\n\n",
+        "probe read above %.1fx the run's fastest (%s ns), and the round is left out of the medians;\n"
+        "W8 and W8b run both pools in one process and take their samples in turn\n\n",
         more, rounds, rounds == 1 ? "" : "s", config.Repetitions, kSlowProbeNs, kSerialSlowFactor,
         bench::FormatValue(fastestSerial).c_str());
     std::printf("  %-8s %-14s %5s %12s %12s %8s %10s %10s %5s\n", "figure", "unit", "round", "1 worker",

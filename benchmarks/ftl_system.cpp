@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -611,66 +612,142 @@ private:
 // that is not a worker, adds one task per sample after kWakeGap of idleness;
 // the task reads the clock first thing. W8b (kBusyAdder): the driver stays
 // busy for kBusyAfterAdd after each add.
+//
+// With Sizes::PairedThreads (--threads-pair), a second scheduler of that many
+// workers runs beside the first (of Sizes::Threads), its worker 0 a thread of
+// its own, parked on a counter for the fixture's life. The driver takes the
+// samples of both in turn (ABBA: which one goes first alternates), so that
+// the host's drift, which moves a wake's latency by 2x from one second to
+// the next, falls on both alike; the figures are the first scheduler's, then
+// the second's.
 template <bool kBusyAdder>
 class WakeLatency final : public Fixture {
 public:
     WakeLatency(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
-        : m_scheduler(sizes, mechanisms), m_samples(sizes.WakeSamples) {}
+        : m_scheduler(sizes, mechanisms), m_samples(sizes.WakeSamples),
+          m_schedulers(sizes.PairedThreads == 0 ? 1 : 2) {
+        m_targets[0] = m_scheduler.Get();
+        if (m_schedulers == 2) {
+            StartPaired(sizes, mechanisms);
+        }
+    }
+
+    ~WakeLatency() override {
+        if (m_pairedThread.joinable()) {
+            m_pairedLife->Decrement();
+            m_pairedThread.join();
+        }
+    }
 
     void Run() override {
-        m_starts.assign(m_samples, 0);
-        m_latencies = std::vector<std::atomic<std::int64_t>>(m_samples);
+        unsigned const total = m_samples * m_schedulers;
+        for (auto &latencies : m_latencies) {
+            latencies = std::vector<std::atomic<std::int64_t>>(m_samples);
+        }
+        m_starts.assign(total, 0);
         m_taken.store(0, std::memory_order_relaxed);
         ftl::TaskCounter done(m_scheduler.Get());
         done.Add(1); // the driver's share, released when it has added its last task
-        std::thread driver([this, &done] {
-            for (unsigned i = 0; i < m_samples; ++i) {
+        ftl::TaskCounter *counters[2] = {&done, m_pairedLife};
+        std::thread driver([this, total, &done, &counters] {
+            for (unsigned i = 0; i < total; ++i) {
                 std::this_thread::sleep_for(kWakeGap);
                 // The previous probe ran long ago; make sure before m_probe is reused.
                 // (Checked here, not right after the add, so that nothing runs on
                 // this thread while a worker wakes.)
                 WaitForSample(i);
-                m_probe = Probe{this, i};
+                unsigned const sample = i / m_schedulers;
+                unsigned const which = (i + sample) % m_schedulers; // ABBA
+                m_probe = Probe{this, which, sample, i};
                 m_starts[i] = NowNs();
-                m_scheduler.Get()->AddTask(ftl::Task{ProbeTask, &m_probe}, ftl::TaskPriority::Normal, &done);
+                m_targets[which]->AddTask(ftl::Task{ProbeTask, &m_probe}, ftl::TaskPriority::Normal,
+                                          counters[which]);
                 if (kBusyAdder) {
                     StayBusyAfterAdd();
                 }
             }
-            WaitForSample(m_samples);
+            WaitForSample(total);
             done.Decrement();
         });
         m_scheduler.Get()->WaitForCounter(&done);
         driver.join();
     }
 
-    Verdict Check() override { return CheckWakeSamples(Latencies(), m_samples); }
-    std::vector<double> MeasuredFigures() const override { return WakeFigures(Latencies()); }
+    Verdict Check() override {
+        for (unsigned which = 0; which < m_schedulers; ++which) {
+            if (Verdict verdict = CheckWakeSamples(Latencies(which), m_samples); !verdict.Ok) {
+                return verdict;
+            }
+        }
+        return Verdict::Pass();
+    }
+    std::vector<double> MeasuredFigures() const override {
+        std::vector<double> figures;
+        for (unsigned which = 0; which < m_schedulers; ++which) {
+            std::vector<double> const more = WakeFigures(Latencies(which));
+            figures.insert(figures.end(), more.begin(), more.end());
+        }
+        return figures;
+    }
 
 private:
     struct Probe {
         WakeLatency *Self;
-        unsigned Index;
+        unsigned Which;  // the scheduler
+        unsigned Sample; // its sample
+        unsigned Index;  // in the driver's order
     };
+
+    // The second scheduler lives on a thread of its own, which Inits it,
+    // waits on m_pairedLife (the driver's tasks count on it too) and destroys
+    // it. Its pool statistics are not reported.
+    void StartPaired(Sizes const &sizes, ftl::detail::Mechanisms const &mechanisms) {
+        std::promise<void> started;
+        std::future<void> ready = started.get_future();
+        m_pairedThread = std::thread([this, sizes, mechanisms, &started] {
+            Sizes paired = sizes;
+            paired.Threads = sizes.PairedThreads;
+            ftl::TaskScheduler taskScheduler;
+            try {
+                Scheduler::Start(taskScheduler, Scheduler::Options(paired), mechanisms);
+            } catch (...) {
+                started.set_exception(std::current_exception());
+                return;
+            }
+            ftl::TaskCounter life(&taskScheduler);
+            life.Add(1);
+            m_targets[1] = &taskScheduler;
+            m_pairedLife = &life;
+            started.set_value();
+            taskScheduler.WaitForCounter(&life);
+        });
+        try {
+            ready.get();
+        } catch (...) {
+            m_pairedThread.join();
+            throw;
+        }
+    }
 
     static void ProbeTask(ftl::TaskScheduler * /*taskScheduler*/, void *arg) {
         std::int64_t const now = NowNs();
         auto const *probe = static_cast<Probe const *>(arg);
         WakeLatency *self = probe->Self;
-        self->m_latencies[probe->Index].store(now - self->m_starts[probe->Index], std::memory_order_relaxed);
+        self->m_latencies[probe->Which][probe->Sample].store(now - self->m_starts[probe->Index],
+                                                             std::memory_order_relaxed);
         self->m_taken.fetch_add(1, std::memory_order_release);
     }
 
-    // Waits until the probe before sample `next` has run.
+    // Waits until the probe before sample `next` (in the driver's order) has run.
     void WaitForSample(unsigned next) const {
         while (m_taken.load(std::memory_order_acquire) < next) {
             std::this_thread::sleep_for(std::chrono::microseconds(50));
         }
     }
 
-    std::vector<std::int64_t> Latencies() const {
+    std::vector<std::int64_t> Latencies(unsigned which) const {
         std::vector<std::int64_t> values;
-        for (std::atomic<std::int64_t> const &latency : m_latencies) {
+        for (std::atomic<std::int64_t> const &latency : m_latencies[which]) {
             values.push_back(latency.load(std::memory_order_relaxed));
         }
         return values;
@@ -678,9 +755,13 @@ private:
 
     Scheduler m_scheduler;
     unsigned m_samples;
-    Probe m_probe{nullptr, 0};
+    unsigned m_schedulers; // 2 with a paired scheduler
+    ftl::TaskScheduler *m_targets[2] = {nullptr, nullptr};
+    std::thread m_pairedThread;
+    ftl::TaskCounter *m_pairedLife = nullptr; // the paired scheduler's, on its thread's stack
+    Probe m_probe{nullptr, 0, 0, 0};
     std::vector<std::int64_t> m_starts;
-    std::vector<std::atomic<std::int64_t>> m_latencies;
+    std::vector<std::atomic<std::int64_t>> m_latencies[2];
     std::atomic<unsigned> m_taken{0}; // probes that have run
 };
 
@@ -834,6 +915,10 @@ System MakeFtlSystem(std::string name, ftl::detail::Mechanisms const &mechanisms
         Make<WakeLatency<false>>("W8", "AddTask from a non-worker thread, every worker parked", mechanisms));
     list.push_back(Make<WakeLatency<true>>("W8b", "AddTask from a non-worker thread that stays busy after it",
                                            mechanisms));
+    // A wake's latency drifts by 2x within seconds: the pair measures both
+    // worker counts in one process, sample by sample.
+    list[list.size() - 2].InterleavesPair = true;
+    list[list.size() - 1].InterleavesPair = true;
     list.push_back(Make<GlobalQueueLatency>("M1", "AddTask from a non-worker thread while workers are busy",
                                             mechanisms));
     list.push_back(Make<Startup>("S1", "TaskScheduler::Init, one task, destruction", mechanisms));

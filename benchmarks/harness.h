@@ -82,6 +82,11 @@ struct Sizes {
     unsigned PingPongRounds = 100000; // W4
     double IdleSeconds = 2.0;         // W7: measured window (figures are scaled to 2 s)
     unsigned WakeSamples = 200;       // W8
+    // --threads-pair, for an implementation that interleaves the pair
+    // (Implementation::InterleavesPair): its fixture runs a second pool of
+    // this many workers beside the first (of Threads) and reports the first
+    // pool's figures, then the second's. 0: one pool.
+    unsigned PairedThreads = 0;
 };
 
 // One system's implementation of one workload, with the system's pool
@@ -120,6 +125,8 @@ struct Implementation {
     std::string WorkloadId;
     std::string Primitive; // what the system uses for it, e.g. "task_group, wait per batch"
     FixtureFactory Make;
+    // Whether its fixture honours Sizes::PairedThreads.
+    bool InterleavesPair = false;
 };
 
 // The implementation of `workloadId` whose fixture is T(sizes).
