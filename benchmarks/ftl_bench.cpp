@@ -483,6 +483,27 @@ void PrintTargets(std::FILE *out, std::vector<TargetVerdict> const &verdicts) {
     }
 }
 
+// --threads-pair: one child process at one worker and one at `more`, in an
+// order that alternates with the round. False when either failed.
+bool MeasureApart(bench::Config const &config, bench::Sizes sizes, unsigned more,
+                  bench::Workload const &workload, bench::Implementation const &implementation,
+                  unsigned round, bench::Measurement (&measured)[2]) {
+    for (unsigned turn = 0; turn < 2; ++turn) {
+        unsigned const which = (round + turn) % 2;
+        sizes.Threads = which == 0 ? 1 : more;
+        std::fprintf(stderr, "  %-4s round %u, %u worker%s: ", workload.Id.c_str(), round + 1, sizes.Threads,
+                     sizes.Threads == 1 ? "" : "s");
+        measured[which] = bench::MeasureIsolated(config, sizes, workload, implementation);
+        if (!measured[which].Ok) {
+            std::fprintf(stderr, "FAILED: %s\n", measured[which].Error.c_str());
+            return false;
+        }
+        std::fprintf(stderr, "%s %s\n", bench::FormatValue(measured[which].Figures[0].Median).c_str(),
+                     workload.Figures[0].Unit.c_str());
+    }
+    return true;
+}
+
 // --threads-pair for an implementation that interleaves the pair: one child
 // process runs a pool of one worker and a pool of `more` side by side, and
 // takes their samples in turn; its figures are split into the two
@@ -548,27 +569,12 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
                 continue;
             }
             bench::Measurement measured[2]; // [0]: one worker, [1]: `more`
-            if (implementation->InterleavesPair) {
-                if (!MeasureInterleaved(config, sizes, more, workload, *implementation, round, measured)) {
-                    failed = true;
-                    break;
-                }
-            }
-            for (unsigned turn = 0; turn < 2 && !implementation->InterleavesPair; ++turn) {
-                unsigned const which = (round + turn) % 2;
-                sizes.Threads = which == 0 ? 1 : more;
-                std::fprintf(stderr, "  %-4s round %u, %u worker%s: ", workload.Id.c_str(), round + 1,
-                             sizes.Threads, sizes.Threads == 1 ? "" : "s");
-                measured[which] = bench::MeasureIsolated(config, sizes, workload, *implementation);
-                if (!measured[which].Ok) {
-                    std::fprintf(stderr, "FAILED: %s\n", measured[which].Error.c_str());
-                    failed = true;
-                    break;
-                }
-                std::fprintf(stderr, "%s %s\n", bench::FormatValue(measured[which].Figures[0].Median).c_str(),
-                             workload.Figures[0].Unit.c_str());
-            }
-            if (failed) {
+            bool const ok =
+                implementation->InterleavesPair
+                    ? MeasureInterleaved(config, sizes, more, workload, *implementation, round, measured)
+                    : MeasureApart(config, sizes, more, workload, *implementation, round, measured);
+            if (!ok) {
+                failed = true;
                 break;
             }
             double const probe = std::max({measured[0].ProbeBefore, measured[0].ProbeAfter,

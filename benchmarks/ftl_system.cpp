@@ -873,6 +873,12 @@ Implementation Make(char const *workloadId, char const *primitive, ftl::detail::
                           }};
 }
 
+// An implementation whose fixture honours Sizes::PairedThreads.
+Implementation InterleavingPair(Implementation implementation) {
+    implementation.InterleavesPair = true;
+    return implementation;
+}
+
 } // namespace
 
 System MakeFtlSystem(std::string name, ftl::detail::Mechanisms const &mechanisms) {
@@ -911,14 +917,12 @@ System MakeFtlSystem(std::string name, ftl::detail::Mechanisms const &mechanisms
                                         mechanisms));
     list.push_back(
         Make<TimerLateness>("T1", "SleepFor / timed WaitForCounter of 1 ms in a task", mechanisms));
-    list.push_back(
-        Make<WakeLatency<false>>("W8", "AddTask from a non-worker thread, every worker parked", mechanisms));
-    list.push_back(Make<WakeLatency<true>>("W8b", "AddTask from a non-worker thread that stays busy after it",
-                                           mechanisms));
     // A wake's latency drifts by 2x within seconds: the pair measures both
     // worker counts in one process, sample by sample.
-    list[list.size() - 2].InterleavesPair = true;
-    list[list.size() - 1].InterleavesPair = true;
+    list.push_back(InterleavingPair(
+        Make<WakeLatency<false>>("W8", "AddTask from a non-worker thread, every worker parked", mechanisms)));
+    list.push_back(InterleavingPair(Make<WakeLatency<true>>(
+        "W8b", "AddTask from a non-worker thread that stays busy after it", mechanisms)));
     list.push_back(Make<GlobalQueueLatency>("M1", "AddTask from a non-worker thread while workers are busy",
                                             mechanisms));
     list.push_back(Make<Startup>("S1", "TaskScheduler::Init, one task, destruction", mechanisms));
