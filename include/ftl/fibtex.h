@@ -67,6 +67,9 @@ private:
         return m_state.compare_exchange_strong(expected, kLocked, std::memory_order_acquire,
                                                std::memory_order_relaxed);
     }
+    // A look first, and the compare-exchange only when the lock looks free:
+    // a waiter's look takes the line shared, not away from the holder.
+    bool LookAndAcquire() { return m_state.load(std::memory_order_relaxed) == kUnlocked && TryAcquire(); }
     // lock_spin past its first look: the backoff spin, then LockSlow.
     void LockContended(bool pinToThread, unsigned iterations);
     // The backoff spin: true when it took the lock (the owner is not set).

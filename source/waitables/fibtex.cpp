@@ -363,7 +363,7 @@ void Fibtex::lock(bool pinToThread) {
 }
 
 void Fibtex::lock_spin(bool pinToThread, unsigned iterations) {
-    if (m_state.load(std::memory_order_relaxed) == kUnlocked && TryAcquire()) {
+    if (LookAndAcquire()) {
         SetOwner(detail::CurrentTaskIdentityNoSwitch());
         return;
     }
@@ -396,7 +396,7 @@ bool Fibtex::SpinAcquire(unsigned iterations) {
             unsigned peekLevel = kPeekLevel;
             Backoff(peekLevel, kPeekLevel);
             std::uint32_t const now = m_acquisitions.load(std::memory_order_relaxed);
-            if (now == seen && m_state.load(std::memory_order_relaxed) == kUnlocked && TryAcquire()) {
+            if (now == seen && LookAndAcquire()) {
                 AcquiredAfterWait(start, start, acquisitionsBefore);
                 return true;
             }
@@ -408,24 +408,24 @@ bool Fibtex::SpinAcquire(unsigned iterations) {
     std::uint32_t idleSeen = watched != nullptr ? watched->IdleStarts() : 0;
     for (; i < iterations; ++i) {
         unsigned const looked = level;
+        unsigned const pauses = 1u << level;
         if (watched != nullptr && level >= kWatchLevel) {
-            unsigned const pauses = 1u << level;
             unsigned const paused = PauseUntilIdleStart(pauses, *watched, idleSeen);
             if (paused < pauses) {
-                if (m_state.load(std::memory_order_relaxed) == kUnlocked && TryAcquire()) {
+                if (LookAndAcquire()) {
                     g_idleLookAcquisitions.fetch_add(1, std::memory_order_relaxed);
                     AcquiredAfterWait(looked, start, acquisitionsBefore);
                     return true;
                 }
                 Pause(pauses - paused);
             }
-            if (level < maxLevel) {
-                ++level;
-            }
         } else {
-            Backoff(level, maxLevel);
+            Pause(pauses);
         }
-        if (m_state.load(std::memory_order_relaxed) == kUnlocked && TryAcquire()) {
+        if (level < maxLevel) {
+            ++level;
+        }
+        if (LookAndAcquire()) {
             AcquiredAfterWait(looked, start, acquisitionsBefore);
             return true;
         }
@@ -456,7 +456,7 @@ void Fibtex::lock_spin_infinite(bool pinToThread) {
     (void)pinToThread; // never parks, so never resumes anywhere
     unsigned level = 0;
     for (;;) {
-        if (m_state.load(std::memory_order_relaxed) == kUnlocked && TryAcquire()) {
+        if (LookAndAcquire()) {
             SetOwner(detail::CurrentTaskIdentityNoSwitch());
             return;
         }
@@ -481,8 +481,7 @@ __attribute__((noinline)) void Fibtex::LockSlow(bool pinToThread, unsigned itera
             // A thread that is not a worker blocks until an unlock wakes it.
             detail::WaitOnThread(node, &detail::FibtexOps::Register, this);
         }
-    } while (!(m_state.load(std::memory_order_relaxed) == kUnlocked && TryAcquire()) &&
-             !SpinAcquire(iterations));
+    } while (!LookAndAcquire() && !SpinAcquire(iterations));
     SetOwner(detail::CurrentTaskIdentity());
 }
 
