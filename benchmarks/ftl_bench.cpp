@@ -504,9 +504,10 @@ bool MeasureApart(bench::Config const &config, bench::Sizes sizes, unsigned more
     return true;
 }
 
-// --threads-pair for an implementation that interleaves the pair: one child
-// process runs a pool of one worker and a pool of `more` side by side, and
-// takes their samples in turn; its figures are split into the two
+// --threads-pair in one process: the child runs a pool of one worker and a
+// pool of `more` side by side and takes their runs in turn (a timed
+// workload: the harness does it), or their samples (an implementation that
+// interleaves the pair in its fixture); its figures are split into the two
 // measurements (the probes are the child's, for both). False when it failed.
 bool MeasureInterleaved(bench::Config const &config, bench::Sizes sizes, unsigned more,
                         bench::Workload const &workload, bench::Implementation const &implementation,
@@ -515,8 +516,8 @@ bool MeasureInterleaved(bench::Config const &config, bench::Sizes sizes, unsigne
     sizes.PairedThreads = more;
     bench::Workload both = workload;
     both.Figures.insert(both.Figures.end(), workload.Figures.begin(), workload.Figures.end());
-    std::fprintf(stderr, "  %-4s round %u, 1 worker and %u, sample by sample: ", workload.Id.c_str(),
-                 round + 1, more);
+    std::fprintf(stderr, "  %-4s round %u, 1 worker and %u, %s by %s: ", workload.Id.c_str(), round + 1, more,
+                 workload.SelfMeasured() ? "sample" : "run", workload.SelfMeasured() ? "sample" : "run");
     bench::Measurement const result = bench::MeasureIsolated(config, sizes, both, implementation);
     if (!result.Ok) {
         std::fprintf(stderr, "FAILED: %s\n", result.Error.c_str());
@@ -570,7 +571,7 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
             }
             bench::Measurement measured[2]; // [0]: one worker, [1]: `more`
             bool const ok =
-                implementation->InterleavesPair
+                implementation->InterleavesPair || !workload.SelfMeasured()
                     ? MeasureInterleaved(config, sizes, more, workload, *implementation, round, measured)
                     : MeasureApart(config, sizes, more, workload, *implementation, round, measured);
             if (!ok) {
@@ -614,7 +615,8 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
         "ftl at 1 worker and at %u workers, %u round%s, medians of %u repetitions; state: slow when the\n"
         "cross-core probe (the highest of the four around a pair) is above %.0f ns; *: the single-thread\n"
         "probe read above %.1fx the run's fastest (%s ns), and the round is left out of the medians;\n"
-        "W8 and W8b run both pools in one process and take their samples in turn\n\n",
+        "both pools run in one process and take their runs in turn (W8, W8b: samples), except for the\n"
+        "self-measured figures without such a fixture (W7, W7s, W7t, T1, M1, S1)\n\n",
         more, rounds, rounds == 1 ? "" : "s", config.Repetitions, kSlowProbeNs, kSerialSlowFactor,
         bench::FormatValue(fastestSerial).c_str());
     std::printf("  %-8s %-14s %5s %12s %12s %8s %10s %10s %5s\n", "figure", "unit", "round", "1 worker",

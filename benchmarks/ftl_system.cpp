@@ -698,13 +698,15 @@ private:
         unsigned Index;  // in the driver's order
     };
 
-    // The second scheduler lives on a thread of its own, which Inits it,
+    // The second scheduler lives on a thread of its own (with the process's
+    // CPUs, not the one worker 0 of the first pinned it to), which Inits it,
     // waits on m_pairedLife (the driver's tasks count on it too) and destroys
     // it. Its pool statistics are not reported.
     void StartPaired(Sizes const &sizes, ftl::detail::Mechanisms const &mechanisms) {
         std::promise<void> started;
         std::future<void> ready = started.get_future();
         m_pairedThread = std::thread([this, sizes, mechanisms, &started] {
+            AllowStartCpus();
             Sizes paired = sizes;
             paired.Threads = sizes.PairedThreads;
             ftl::TaskScheduler taskScheduler;

@@ -7,13 +7,18 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
+#include <mutex>
 #include <sstream>
 #include <thread>
+#include <utility>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -181,32 +186,224 @@ double SerialProbe() {
 }
 
 std::function<std::string()> g_poolStatistics;
+cpu_set_t g_startCpus; // the measuring child's CPUs, before any pool pinned its thread
+bool g_startCpusKnown = false;
 
+// One fixture of a measurement and the thread it lives on: the measuring
+// thread, or a thread of its own for the second pool of an interleaved pair
+// (a thread is worker 0 of one pool at most). The fixture is made, run,
+// checked and destroyed on that thread; the measuring thread waits (blocked,
+// not spinning: both threads are usually pinned to the first CPU).
+class Subject {
+public:
+    Subject(Implementation const &implementation, Sizes const &sizes, bool ownThread) {
+        if (!ownThread) {
+            m_fixture = implementation.Make(sizes);
+            return;
+        }
+        m_thread = std::thread([this, &implementation, sizes] {
+            AllowStartCpus();
+            Serve(implementation, sizes);
+        });
+        std::unique_lock<std::mutex> lock(m_mutex);
+        m_changed.wait(lock, [this] { return m_ready; });
+        if (m_failure) {
+            lock.unlock();
+            m_thread.join();
+            std::rethrow_exception(m_failure);
+        }
+    }
+    ~Subject() {
+        if (m_thread.joinable()) {
+            {
+                std::lock_guard<std::mutex> lock(m_mutex);
+                m_stop = true;
+            }
+            m_changed.notify_all();
+            m_thread.join();
+        }
+    }
+    Subject(Subject const &) = delete;
+    Subject &operator=(Subject const &) = delete;
+
+    // Runs `job` with the fixture on the subject's thread and waits for it;
+    // rethrows what it threw.
+    void With(std::function<void(Fixture &)> const &job) {
+        if (!m_thread.joinable()) {
+            job(*m_fixture);
+            return;
+        }
+        std::unique_lock<std::mutex> lock(m_mutex);
+        m_job = &job;
+        m_changed.notify_all();
+        m_changed.wait(lock, [this] { return m_job == nullptr; });
+        if (std::exception_ptr failure = std::exchange(m_failure, nullptr)) {
+            std::rethrow_exception(failure);
+        }
+    }
+
+private:
+    void Serve(Implementation const &implementation, Sizes const &sizes) {
+        std::unique_lock<std::mutex> lock(m_mutex);
+        try {
+            m_fixture = implementation.Make(sizes);
+        } catch (...) {
+            m_failure = std::current_exception();
+        }
+        m_ready = true;
+        m_changed.notify_all();
+        if (m_failure) {
+            return;
+        }
+        for (;;) {
+            m_changed.wait(lock, [this] { return m_stop || m_job != nullptr; });
+            if (m_job == nullptr) {
+                break;
+            }
+            lock.unlock();
+            std::exception_ptr failure;
+            try {
+                (*m_job)(*m_fixture);
+            } catch (...) {
+                failure = std::current_exception();
+            }
+            lock.lock();
+            m_failure = failure;
+            m_job = nullptr;
+            m_changed.notify_all();
+        }
+        lock.unlock();
+        m_fixture.reset();
+    }
+
+    std::unique_ptr<Fixture> m_fixture;
+    std::thread m_thread;
+    std::mutex m_mutex;
+    std::condition_variable m_changed;
+    std::function<void(Fixture &)> const *m_job = nullptr; // guarded by m_mutex
+    std::exception_ptr m_failure;                          // guarded by m_mutex
+    bool m_ready = false;                                  // guarded by m_mutex
+    bool m_stop = false;                                   // guarded by m_mutex
+};
+
+// How many CPUs the threads of this process may run on, all together.
+int CpusOfAllThreads() {
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    DIR *const tasks = ::opendir("/proc/self/task");
+    if (tasks == nullptr) {
+        return -1;
+    }
+    while (dirent const *entry = ::readdir(tasks)) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        pid_t const tid = static_cast<pid_t>(std::atoi(entry->d_name));
+        if (tid > 0 && sched_getaffinity(tid, sizeof set, &set) == 0) {
+            CPU_OR(&all, &all, &set);
+        }
+    }
+    ::closedir(tasks);
+    return CPU_COUNT(&all);
+}
+
+// Between two runs of an interleaved pair the measuring thread stays busy
+// this long, so that the pool that ran last has parked its idle workers
+// (ftl's spin before parking takes under 100 us) before the other pool runs:
+// neither pool's runs share the cores with the other's spinning workers.
+constexpr std::chrono::milliseconds kPairGap{1};
+
+// Measures in this process. With sizes.PairedThreads on a timed workload
+// (an interleaved pair), a second subject of that many workers lives beside
+// the first, the two take their runs in turn (ABBA: which goes first
+// alternates), and the report holds the first subject's figures, then the
+// second's; the share and the pool statistics are the second's.
 std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const &workload,
-                        std::unique_ptr<Fixture> &fixture, Implementation const &implementation) {
+                        std::vector<std::unique_ptr<Subject>> &subjects,
+                        Implementation const &implementation) {
     double const probeBefore = CrossCoreProbe();
     double const serialBefore = SerialProbe();
-    fixture = implementation.Make(sizes);
+    bool const paired = sizes.PairedThreads != 0 && !workload.SelfMeasured();
+    if (paired) {
+        Sizes one = sizes;
+        one.PairedThreads = 0;
+        subjects.push_back(std::make_unique<Subject>(implementation, one, false));
+        Sizes more = one;
+        more.Threads = sizes.PairedThreads;
+        subjects.push_back(std::make_unique<Subject>(implementation, more, true));
+    } else {
+        subjects.push_back(std::make_unique<Subject>(implementation, sizes, false));
+    }
+    // Each pool pins its workers to the CPUs of the thread that started it: a
+    // second pool started from a thread pinned by the first would run all its
+    // workers on one CPU, and the pair would measure that.
+    if (sizes.PairedThreads != 0 && g_startCpusKnown) {
+        int const expected = std::min(static_cast<int>(sizes.PairedThreads), CPU_COUNT(&g_startCpus));
+        if (int const used = CpusOfAllThreads(); used >= 0 && used < expected) {
+            return "fail the pools' threads run on " + std::to_string(used) +
+                   " CPU(s), the second pool has " + std::to_string(sizes.PairedThreads) + " workers\n";
+        }
+    }
     unsigned const repetitions = kSanitizedBuild ? 0 : std::max(config.Repetitions, kMinRepetitions);
     // A sanitizer build runs the warm-up even where the workload skips it,
     // so that every fixture runs (and is checked) once.
     unsigned const first = workload.WarmUp || repetitions == 0 ? 0 : 1;
-    std::size_t const figureCount = workload.Figures.size();
-    std::vector<std::vector<double>> values(figureCount);
-    std::vector<double> shares; // BusiestThreadShare of each measured run
-    // Runs the workload once and checks it; returns an error line, or "".
-    auto runOnce = [&](unsigned run, Clock::duration &took) -> std::string {
-        auto const start = Clock::now();
-        fixture->Run();
-        took = Clock::now() - start;
-        Verdict const verdict = fixture->Check();
-        if (verdict.Ok) {
-            return "";
+    // A paired workload lists the figures of each subject in turn.
+    std::size_t const figureCount = workload.Figures.size() / subjects.size();
+    std::vector<std::vector<double>> values(workload.Figures.size());
+    std::vector<double> shares; // BusiestThreadShare of each measured run of the last subject
+    // Runs one subject's workload once and records its figures (run 0, the
+    // warm-up, records none); returns an error line, or "".
+    auto runOnce = [&](unsigned run, std::size_t which) -> std::string {
+        std::string error;
+        subjects[which]->With([&](Fixture &fixture) {
+            auto const start = Clock::now();
+            fixture.Run();
+            Clock::duration const took = Clock::now() - start;
+            if (Verdict const verdict = fixture.Check(); !verdict.Ok) {
+                error = "fail " +
+                        (run == 0 ? std::string("warm-up run: ") : "run " + std::to_string(run) + ": ") +
+                        OneLine(verdict.Error) + "\n";
+                return;
+            }
+            if (run == 0) {
+                return;
+            }
+            if (double const share = fixture.BusiestThreadShare();
+                share >= 0 && which + 1 == subjects.size()) {
+                shares.push_back(share);
+            }
+            std::vector<double> *const into = &values[which * figureCount];
+            if (!workload.SelfMeasured()) {
+                into[0].push_back(std::chrono::duration<double, std::nano>(took).count() /
+                                  workload.UnitsPerRun);
+                return;
+            }
+            std::vector<double> const figures = fixture.MeasuredFigures();
+            if (figures.size() != figureCount) {
+                error = "fail the fixture reported " + std::to_string(figures.size()) +
+                        " figures, expected " + std::to_string(figureCount) + "\n";
+                return;
+            }
+            for (std::size_t i = 0; i < figureCount; ++i) {
+                into[i].push_back(figures[i]);
+            }
+        });
+        if (paired) {
+            for (auto const end = Clock::now() + kPairGap; Clock::now() < end;) {
+            }
         }
-        return "fail " + (run == 0 ? std::string("warm-up run: ") : "run " + std::to_string(run) + ": ") +
-               OneLine(verdict.Error) + "\n";
+        return error;
     };
-    Clock::duration took{};
+    // One run of every subject, in an order that alternates with `turn`.
+    auto runEach = [&](unsigned run, unsigned turn) -> std::string {
+        for (std::size_t i = 0; i < subjects.size(); ++i) {
+            std::size_t const which = turn % 2 == 0 ? i : subjects.size() - 1 - i;
+            if (std::string error = runOnce(run, which); !error.empty()) {
+                return error;
+            }
+        }
+        return "";
+    };
     if (first == 0) {
         // The warm-up repeats until kMinWarmUp has passed: one run of a short
         // workload (W2 takes about 1 ms) ends before a VM's idle virtual CPUs
@@ -215,31 +412,15 @@ std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const
         auto const warmUpStart = Clock::now();
         unsigned warmUpRuns = 0;
         do {
-            if (std::string error = runOnce(0, took); !error.empty()) {
+            if (std::string error = runEach(0, warmUpRuns); !error.empty()) {
                 return error;
             }
         } while (!kSanitizedBuild && ++warmUpRuns < kMaxWarmUpRuns &&
                  Clock::now() - warmUpStart < kMinWarmUp);
     }
     for (unsigned run = 1; run <= repetitions; ++run) {
-        if (std::string error = runOnce(run, took); !error.empty()) {
+        if (std::string error = runEach(run, run); !error.empty()) {
             return error;
-        }
-        if (double const share = fixture->BusiestThreadShare(); share >= 0) {
-            shares.push_back(share);
-        }
-        if (workload.SelfMeasured()) {
-            std::vector<double> const figures = fixture->MeasuredFigures();
-            if (figures.size() != figureCount) {
-                return "fail the fixture reported " + std::to_string(figures.size()) + " figures, expected " +
-                       std::to_string(figureCount) + "\n";
-            }
-            for (std::size_t i = 0; i < figureCount; ++i) {
-                values[i].push_back(figures[i]);
-            }
-        } else {
-            values[0].push_back(std::chrono::duration<double, std::nano>(took).count() /
-                                workload.UnitsPerRun);
         }
     }
     std::string report;
@@ -251,9 +432,11 @@ std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const
             report += "stats " + statistics + "\n";
         }
     }
-    // After the pool is gone, so that its threads do not share the cores with
-    // the probe (a spinning pool would).
-    fixture.reset();
+    // After the pools are gone, so that their threads do not share the cores
+    // with the probe (a spinning pool would).
+    while (!subjects.empty()) {
+        subjects.pop_back();
+    }
     double const probeAfter = CrossCoreProbe();
     std::snprintf(line, sizeof line, "probe %.17g %.17g %.17g %.17g\n", probeBefore, probeAfter, serialBefore,
                   SerialProbe());
@@ -274,18 +457,21 @@ std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const
 
 [[noreturn]] void ChildMain(int fd, Config const &config, Sizes const &sizes, Workload const &workload,
                             Implementation const &implementation) {
+    g_startCpusKnown = sched_getaffinity(0, sizeof g_startCpus, &g_startCpus) == 0;
     std::string report;
-    std::unique_ptr<Fixture> fixture;
+    std::vector<std::unique_ptr<Subject>> subjects;
     try {
-        report = MeasureHere(config, sizes, workload, fixture, implementation);
+        report = MeasureHere(config, sizes, workload, subjects, implementation);
     } catch (std::exception const &error) {
         report = "fail " + OneLine(error.what()) + "\n";
     }
     WriteAll(fd, report);
-    // Shutting the pool down is part of what must work: a hang here is
+    // Shutting the pools down is part of what must work: a hang here is
     // reported (as a timeout during shutdown) even though the figures arrived.
     try {
-        fixture.reset();
+        while (!subjects.empty()) {
+            subjects.pop_back();
+        }
     } catch (std::exception const &error) {
         WriteAll(fd, "shutdown failed: " + OneLine(error.what()) + "\n");
         ::_exit(1);
@@ -323,6 +509,12 @@ std::string DescribeStatus(int status) {
 }
 
 } // namespace
+
+void AllowStartCpus() {
+    if (g_startCpusKnown) {
+        pthread_setaffinity_np(pthread_self(), sizeof g_startCpus, &g_startCpus);
+    }
+}
 
 void SetPoolStatistics(std::function<std::string()> describe) {
     g_poolStatistics = std::move(describe);

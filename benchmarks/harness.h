@@ -25,6 +25,11 @@
 // own figures. Each figure's median, minimum and maximum over the repetitions
 // is what the tables print.
 //
+// The one exception to a pool per process is ftl_bench --threads-pair
+// (Sizes::PairedThreads): the child makes a second fixture of more workers
+// on a thread of its own, and the two take their runs in turn, so that the
+// host's drift falls on both alike; the idle pool's workers are parked.
+//
 // Around each measurement the child bounces a cache line between the first
 // two cores (the cross-core probe, see harness.cpp), so that a figure taken
 // while the host had moved the VM's CPUs apart can be told from the others;
@@ -82,10 +87,11 @@ struct Sizes {
     unsigned PingPongRounds = 100000; // W4
     double IdleSeconds = 2.0;         // W7: measured window (figures are scaled to 2 s)
     unsigned WakeSamples = 200;       // W8
-    // --threads-pair, for an implementation that interleaves the pair
-    // (Implementation::InterleavesPair): its fixture runs a second pool of
-    // this many workers beside the first (of Threads) and reports the first
-    // pool's figures, then the second's. 0: one pool.
+    // --threads-pair in one process: a second pool of this many workers
+    // beside the first (of Threads), whose figures follow the first pool's.
+    // For a timed workload the harness makes a second fixture and alternates
+    // the runs; a self-measured one does it in its fixture, if the
+    // implementation says so (Implementation::InterleavesPair). 0: one pool.
     unsigned PairedThreads = 0;
 };
 
@@ -119,13 +125,19 @@ public:
 // of the cell come with it.
 void SetPoolStatistics(std::function<std::string()> describe);
 
+// Gives the calling thread the CPUs the measuring process started with. A
+// thread started by a pool's worker 0 inherits its one CPU, and a pool that
+// thread starts would pin every worker there: the thread of a second pool in
+// one fixture calls this first.
+void AllowStartCpus();
+
 using FixtureFactory = std::function<std::unique_ptr<Fixture>(Sizes const &sizes)>;
 
 struct Implementation {
     std::string WorkloadId;
     std::string Primitive; // what the system uses for it, e.g. "task_group, wait per batch"
     FixtureFactory Make;
-    // Whether its fixture honours Sizes::PairedThreads.
+    // Whether its fixture, self-measured, honours Sizes::PairedThreads.
     bool InterleavesPair = false;
 };
 
