@@ -312,35 +312,36 @@ int CpusOfAllThreads() {
 // neither pool's runs share the cores with the other's spinning workers.
 constexpr std::chrono::milliseconds kPairGap{1};
 
-// Measures in this process. With sizes.PairedThreads on a timed workload
-// (an interleaved pair), a second subject of that many workers lives beside
+// The most workers any pool of the measurement has.
+unsigned MostWorkers(Sizes const &sizes) {
+    return std::max(sizes.Threads, sizes.PairedThreads);
+}
+
+// Measures in this process. With `alongside`, a second subject lives beside
 // the first, the two take their runs in turn (ABBA: which goes first
 // alternates), and the report holds the first subject's figures, then the
-// second's; the share and the pool statistics are the second's.
+// second's (the workload lists both); the share and the pool statistics are
+// the second's.
 std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const &workload,
-                        std::vector<std::unique_ptr<Subject>> &subjects,
-                        Implementation const &implementation) {
+                        std::vector<std::unique_ptr<Subject>> &subjects, Implementation const &implementation,
+                        Alongside const *alongside) {
     double const probeBefore = CrossCoreProbe();
     double const serialBefore = SerialProbe();
-    bool const paired = sizes.PairedThreads != 0 && !workload.SelfMeasured();
-    if (paired) {
-        Sizes one = sizes;
-        one.PairedThreads = 0;
-        subjects.push_back(std::make_unique<Subject>(implementation, one, false));
-        Sizes more = one;
-        more.Threads = sizes.PairedThreads;
-        subjects.push_back(std::make_unique<Subject>(implementation, more, true));
-    } else {
-        subjects.push_back(std::make_unique<Subject>(implementation, sizes, false));
+    subjects.push_back(std::make_unique<Subject>(implementation, sizes, false));
+    if (alongside != nullptr) {
+        subjects.push_back(std::make_unique<Subject>(*alongside->With, alongside->Sizes, true));
     }
+    bool const paired = subjects.size() == 2;
     // Each pool pins its workers to the CPUs of the thread that started it: a
     // second pool started from a thread pinned by the first would run all its
-    // workers on one CPU, and the pair would measure that.
-    if (sizes.PairedThreads != 0 && g_startCpusKnown) {
-        int const expected = std::min(static_cast<int>(sizes.PairedThreads), CPU_COUNT(&g_startCpus));
+    // workers on one CPU, and the comparison would measure that.
+    unsigned const most =
+        std::max(MostWorkers(sizes), alongside != nullptr ? MostWorkers(alongside->Sizes) : 0u);
+    if ((paired || sizes.PairedThreads != 0) && g_startCpusKnown) {
+        int const expected = std::min(static_cast<int>(most), CPU_COUNT(&g_startCpus));
         if (int const used = CpusOfAllThreads(); used >= 0 && used < expected) {
-            return "fail the pools' threads run on " + std::to_string(used) +
-                   " CPU(s), the second pool has " + std::to_string(sizes.PairedThreads) + " workers\n";
+            return "fail the pools' threads run on " + std::to_string(used) + " CPU(s), a pool has " +
+                   std::to_string(most) + " workers\n";
         }
     }
     unsigned const repetitions = kSanitizedBuild ? 0 : std::max(config.Repetitions, kMinRepetitions);
@@ -456,12 +457,12 @@ std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const
 }
 
 [[noreturn]] void ChildMain(int fd, Config const &config, Sizes const &sizes, Workload const &workload,
-                            Implementation const &implementation) {
+                            Implementation const &implementation, Alongside const *alongside) {
     g_startCpusKnown = sched_getaffinity(0, sizeof g_startCpus, &g_startCpus) == 0;
     std::string report;
     std::vector<std::unique_ptr<Subject>> subjects;
     try {
-        report = MeasureHere(config, sizes, workload, subjects, implementation);
+        report = MeasureHere(config, sizes, workload, subjects, implementation, alongside);
     } catch (std::exception const &error) {
         report = "fail " + OneLine(error.what()) + "\n";
     }
@@ -521,7 +522,7 @@ void SetPoolStatistics(std::function<std::string()> describe) {
 }
 
 Measurement MeasureIsolated(Config const &config, Sizes const &sizes, Workload const &workload,
-                            Implementation const &implementation) {
+                            Implementation const &implementation, Alongside const *alongside) {
     Measurement result;
     // The report, and the child's stderr (kept to say why a child failed).
     int report[2];
@@ -550,7 +551,7 @@ Measurement MeasureIsolated(Config const &config, Sizes const &sizes, Workload c
         ::close(report[0]);
         ::close(errors[0]);
         ::dup2(errors[1], STDERR_FILENO);
-        ChildMain(report[1], config, sizes, workload, implementation);
+        ChildMain(report[1], config, sizes, workload, implementation, alongside);
     }
     ::close(report[1]);
     ::close(errors[1]);

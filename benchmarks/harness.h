@@ -25,10 +25,11 @@
 // own figures. Each figure's median, minimum and maximum over the repetitions
 // is what the tables print.
 //
-// The one exception to a pool per process is ftl_bench --threads-pair
-// (Sizes::PairedThreads): the child makes a second fixture of more workers
-// on a thread of its own, and the two take their runs in turn, so that the
-// host's drift falls on both alike; the idle pool's workers are parked.
+// The exception to a pool per process is a comparison whose two figures must
+// come from the same seconds (MeasureIsolated's `alongside`: ftl_bench
+// --threads-pair, and W8's ratio to the raw futex): the child makes a second
+// fixture on a thread of its own, and the two take their runs in turn; the
+// idle pool's workers are parked meanwhile.
 //
 // Around each measurement the child bounces a cache line between the first
 // two cores (the cross-core probe, see harness.cpp), so that a figure taken
@@ -87,11 +88,11 @@ struct Sizes {
     unsigned PingPongRounds = 100000; // W4
     double IdleSeconds = 2.0;         // W7: measured window (figures are scaled to 2 s)
     unsigned WakeSamples = 200;       // W8
-    // --threads-pair in one process: a second pool of this many workers
-    // beside the first (of Threads), whose figures follow the first pool's.
-    // For a timed workload the harness makes a second fixture and alternates
-    // the runs; a self-measured one does it in its fixture, if the
-    // implementation says so (Implementation::InterleavesPair). 0: one pool.
+    // --threads-pair, for a self-measured workload whose implementation
+    // interleaves the pair (Implementation::InterleavesPair): its fixture
+    // runs a second pool of this many workers beside the first (of Threads)
+    // and reports the first pool's figures, then the second's. 0: one pool.
+    // (A timed workload's pair is two fixtures: MeasureIsolated's alongside.)
     unsigned PairedThreads = 0;
 };
 
@@ -211,9 +212,21 @@ struct Measurement {
     double BusiestShare = -1;
 };
 
+// A second fixture measured in the same child process as the first: made
+// (with these sizes) on a thread of its own beside the first, so that both
+// can be pools, and run in turn with it (ABBA: which goes first
+// alternates), so that the host's drift from one second to the next falls
+// on both alike. The other pool's idle workers are parked meanwhile.
+struct Alongside {
+    Implementation const *With = nullptr;
+    bench::Sizes Sizes;
+};
+
 // Measures one implementation in a child process (see the top of this file).
+// With `alongside`, the workload lists the figures of both fixtures, the
+// first's then the second's (every figure twice), and so does the result.
 Measurement MeasureIsolated(Config const &config, Sizes const &sizes, Workload const &workload,
-                            Implementation const &implementation);
+                            Implementation const &implementation, Alongside const *alongside = nullptr);
 
 double MedianOf(std::vector<double> values);
 // The p-th percentile (0..100), nearest rank.
