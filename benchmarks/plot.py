@@ -216,8 +216,8 @@ def pair_section(pair):
         "",
         f"`ftl_bench --threads-pair {pair['rounds']}` ({pair['started']} to {pair['finished']}; medians of "
         f"{pair['repetitions']} repetitions): ftl alone, at 1 worker and at {workers}, in rounds that alternate "
-        "which goes first; a round runs every workload once, so each workload's rounds spread over the run "
-        "and within a round both pools run in one process and take their runs in turn (W8 and W8b: their "
+        "which goes first; a round runs every workload once, so each workload's rounds spread over the run. "
+        "Within a round both pools run in one process and take their runs in turn (W8 and W8b: their "
         "samples), so that drift falls on both alike (the idle and timer figures, W7, W7s, W7t, T1, M1 and S1, "
         "take a process per pool size). "
         "The state is the host's, from the cross-core probe around each pair (slow above "
