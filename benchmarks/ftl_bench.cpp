@@ -316,9 +316,9 @@ WakesTogether MeasureWakesTogether(bench::Config const &config, bench::Sizes con
                                    bench::Implementation const &futex) {
     bench::Workload both = workload;
     both.Figures.insert(both.Figures.end(), workload.Figures.begin(), workload.Figures.end());
-    bench::Alongside const second{&futex, sizes};
+    std::vector<bench::Alongside> const second{bench::Alongside{&futex, sizes, -1}};
     std::fprintf(stderr, "  %-4s ftl and the raw futex, run by run: ", workload.Id.c_str());
-    bench::Measurement const result = bench::MeasureIsolated(config, sizes, both, ftl, &second);
+    bench::Measurement const result = bench::MeasureIsolated(config, sizes, both, ftl, second);
     WakesTogether together;
     if (!result.Ok) {
         std::fprintf(stderr, "FAILED: %s\n", result.Error.c_str());
@@ -547,39 +547,68 @@ bool MeasureApart(bench::Config const &config, bench::Sizes sizes, unsigned more
     return true;
 }
 
-// --threads-pair in one process: the child runs a pool of one worker and a
-// pool of `more` side by side and takes their runs in turn (a timed
-// workload: the harness does it), or their samples (an implementation that
-// interleaves the pair in its fixture); its figures are split into the two
-// measurements (the probes are the child's, for both). False when it failed.
+// --threads-pair in one process. A timed workload: the child runs a pool of
+// one worker on the first CPU, one on the second, and a pool of `more`, side
+// by side, and takes their runs in turn; the 1-worker figure is the mean of
+// the first two (each CPU's is in `cores`), because the host runs one vCPU
+// up to 1.5 times slower than the other for seconds at a time, and a pool
+// of `more` spreads the work over both. A self-measured workload whose
+// fixture interleaves the pair (W8): its 1-worker pool is on the first CPU,
+// and `cores` stays empty. The probes are the child's, for both. False when
+// it failed.
 bool MeasureInterleaved(bench::Config const &config, bench::Sizes sizes, unsigned more,
                         bench::Workload const &workload, bench::Implementation const &implementation,
-                        unsigned round, bench::Measurement (&measured)[2]) {
+                        unsigned round, bench::Measurement (&measured)[2],
+                        std::vector<std::pair<double, double>> &cores) {
     sizes.Threads = 1;
-    bench::Alongside second{&implementation, sizes};
-    second.Sizes.Threads = more;
+    std::vector<bench::Alongside> alongside;
+    bool const eachCpu = !workload.SelfMeasured() && AllowedCpuCount() >= 2;
     if (workload.SelfMeasured()) {
         sizes.PairedThreads = more; // the fixture runs both pools
+    } else {
+        if (eachCpu) {
+            alongside.push_back(bench::Alongside{&implementation, sizes, 1});
+        }
+        alongside.push_back(bench::Alongside{&implementation, sizes, -1});
+        alongside.back().Sizes.Threads = more;
     }
-    bench::Workload both = workload;
-    both.Figures.insert(both.Figures.end(), workload.Figures.begin(), workload.Figures.end());
-    std::fprintf(stderr, "  %-4s round %u, 1 worker and %u, %s by %s: ", workload.Id.c_str(), round + 1, more,
-                 workload.SelfMeasured() ? "sample" : "run", workload.SelfMeasured() ? "sample" : "run");
-    bench::Measurement const result = bench::MeasureIsolated(config, sizes, both, implementation,
-                                                             workload.SelfMeasured() ? nullptr : &second);
+    std::size_t const count = workload.Figures.size();
+    std::size_t const sets = alongside.size() + (workload.SelfMeasured() ? 2 : 1);
+    bench::Workload all = workload;
+    for (std::size_t set = 1; set < sets; ++set) {
+        all.Figures.insert(all.Figures.end(), workload.Figures.begin(), workload.Figures.end());
+    }
+    std::fprintf(stderr, "  %-4s round %u, 1 worker%s and %u, %s by %s: ", workload.Id.c_str(), round + 1,
+                 eachCpu ? " (each of 2 CPUs)" : "", more, workload.SelfMeasured() ? "sample" : "run",
+                 workload.SelfMeasured() ? "sample" : "run");
+    bench::Measurement const result = bench::MeasureIsolated(config, sizes, all, implementation, alongside);
     if (!result.Ok) {
         std::fprintf(stderr, "FAILED: %s\n", result.Error.c_str());
         return false;
     }
-    std::size_t const count = workload.Figures.size();
-    for (unsigned which = 0; which < 2; ++which) {
-        measured[which] = result;
-        measured[which].Figures.assign(result.Figures.begin() + static_cast<std::ptrdiff_t>(which * count),
-                                       result.Figures.begin() +
-                                           static_cast<std::ptrdiff_t>((which + 1) * count));
+    auto const set = [&](std::size_t which) {
+        return std::vector<bench::Stats>(result.Figures.begin() + static_cast<std::ptrdiff_t>(which * count),
+                                         result.Figures.begin() +
+                                             static_cast<std::ptrdiff_t>((which + 1) * count));
+    };
+    measured[0] = result;
+    measured[0].Figures = set(0);
+    measured[1] = result;
+    measured[1].Figures = set(sets - 1);
+    cores.clear();
+    if (eachCpu) {
+        std::vector<bench::Stats> const second = set(1);
+        for (std::size_t i = 0; i < count; ++i) {
+            cores.emplace_back(measured[0].Figures[i].Median, second[i].Median);
+            measured[0].Figures[i].Median = (measured[0].Figures[i].Median + second[i].Median) / 2;
+        }
+        std::fprintf(stderr, "%s (%s, %s) and ", bench::FormatValue(measured[0].Figures[0].Median).c_str(),
+                     bench::FormatValue(cores[0].first).c_str(), bench::FormatValue(cores[0].second).c_str());
+    } else {
+        std::fprintf(stderr, "%s and ", bench::FormatValue(measured[0].Figures[0].Median).c_str());
     }
-    std::fprintf(stderr, "%s and %s %s\n", bench::FormatValue(measured[0].Figures[0].Median).c_str(),
-                 bench::FormatValue(measured[1].Figures[0].Median).c_str(), workload.Figures[0].Unit.c_str());
+    std::fprintf(stderr, "%s %s\n", bench::FormatValue(measured[1].Figures[0].Median).c_str(),
+                 workload.Figures[0].Unit.c_str());
     return true;
 }
 
@@ -603,11 +632,13 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
         std::string Figure;
         std::string Unit;
         unsigned Round;
-        double One;
+        double One; // for a timed workload, the mean of the two CPUs'
         double More;
-        double Probe;      // the highest of the four probes around the pair
-        double Serial;     // the highest of the four single-thread probes
-        std::size_t Order; // the workload's place in the list: the table lists rounds by workload
+        double OneFirstCpu;  // -1: not measured per CPU
+        double OneSecondCpu; // -1: not measured per CPU
+        double Probe;        // the highest of the four probes around the pair
+        double Serial;       // the highest of the four single-thread probes
+        std::size_t Order;   // the workload's place in the list: the table lists rounds by workload
     };
     std::vector<Row> rows;
     bool failed = false;
@@ -617,10 +648,12 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
             if (implementation == nullptr) {
                 continue;
             }
-            bench::Measurement measured[2]; // [0]: one worker, [1]: `more`
+            bench::Measurement measured[2];               // [0]: one worker, [1]: `more`
+            std::vector<std::pair<double, double>> cores; // one worker on each CPU, per figure
             bool const ok =
                 implementation->InterleavesPair || !workload.SelfMeasured()
-                    ? MeasureInterleaved(config, sizes, more, workload, *implementation, round, measured)
+                    ? MeasureInterleaved(config, sizes, more, workload, *implementation, round, measured,
+                                         cores)
                     : MeasureApart(config, sizes, more, workload, *implementation, round, measured);
             if (!ok) {
                 failed = true;
@@ -632,8 +665,9 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
                                             measured[1].SerialBefore, measured[1].SerialAfter});
             for (std::size_t i = 0; i < workload.Figures.size(); ++i) {
                 rows.push_back(Row{workload.Figures[i].Id, workload.Figures[i].Unit, round + 1,
-                                   measured[0].Figures[i].Median, measured[1].Figures[i].Median, probe,
-                                   serial, static_cast<std::size_t>(&workload - workloads.data())});
+                                   measured[0].Figures[i].Median, measured[1].Figures[i].Median,
+                                   cores.empty() ? -1 : cores[i].first, cores.empty() ? -1 : cores[i].second,
+                                   probe, serial, static_cast<std::size_t>(&workload - workloads.data())});
             }
         }
     }
@@ -663,12 +697,15 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
         "ftl at 1 worker and at %u workers, %u round%s, medians of %u repetitions; state: slow when the\n"
         "cross-core probe (the highest of the four around a pair) is above %.0f ns; *: the single-thread\n"
         "probe read above %.1fx the run's fastest (%s ns), and the round is left out of the medians;\n"
-        "both pools run in one process and take their runs in turn (W8, W8b: samples), except for the\n"
-        "self-measured figures without such a fixture (W7, W7s, W7t, T1, M1, S1)\n\n",
+        "the pools run in one process and take their runs in turn (W8, W8b: samples), except for the\n"
+        "self-measured figures without such a fixture (W7, W7s, W7t, T1, M1, S1); a timed workload's\n"
+        "1 worker is the mean of a 1-worker pool on each of the first two CPUs (the host runs one vCPU\n"
+        "up to 1.5x slower than the other for seconds at a time; the last column has both)\n\n",
         more, rounds, rounds == 1 ? "" : "s", config.Repetitions, kSlowProbeNs, kSerialSlowFactor,
         bench::FormatValue(fastestSerial).c_str());
-    std::printf("  %-8s %-14s %5s %12s %12s %8s %10s %10s %5s\n", "figure", "unit", "round", "1 worker",
-                std::to_string(more).append(" workers").c_str(), "ratio", "probe ns", "1-thread", "state");
+    std::printf("  %-8s %-14s %5s %12s %12s %8s %10s %10s %5s  %s\n", "figure", "unit", "round", "1 worker",
+                std::to_string(more).append(" workers").c_str(), "ratio", "probe ns", "1-thread", "state",
+                "1 worker on CPU 1st / 2nd");
     // The target, per state: no figure whose median ratio over that state's
     // rounds is above 1.
     std::map<std::string, std::map<bool, std::vector<double>>> ratios;
@@ -681,11 +718,14 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
             ratios[row.Figure][slow(row.Probe)].push_back(ratio);
             differences[row.Figure][slow(row.Probe)].push_back(row.More - row.One);
         }
-        std::printf("  %-8s %-14s %5u %12s %12s %8.3f %10s %10s %5s%s\n", row.Figure.c_str(),
+        std::string const cores = row.OneFirstCpu < 0 ? "-"
+                                                      : bench::FormatValue(row.OneFirstCpu) + " / " +
+                                                            bench::FormatValue(row.OneSecondCpu);
+        std::printf("  %-8s %-14s %5u %12s %12s %8.3f %10s %10s %5s%-1s %s\n", row.Figure.c_str(),
                     row.Unit.c_str(), row.Round, bench::FormatValue(row.One).c_str(),
                     bench::FormatValue(row.More).c_str(), ratio, bench::FormatValue(row.Probe).c_str(),
                     bench::FormatValue(row.Serial).c_str(), slow(row.Probe) ? "slow" : "fast",
-                    serialSlow(row.Serial) ? "*" : "");
+                    serialSlow(row.Serial) ? "*" : "", cores.c_str());
     }
     std::printf("\nMedian ratio per state (%u workers over 1; above 1: slower with more workers):\n", more);
     std::vector<std::string> slower;
@@ -745,9 +785,14 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
             json << (i == 0 ? "\n" : ",\n") << "    {\"figure\": " << bench::JsonString(row.Figure)
                  << ", \"unit\": " << bench::JsonString(row.Unit) << ", \"round\": " << row.Round
                  << Format(", \"one\": %.6g, \"more\": %.6g, \"probe_ns\": %.4g, \"serial_ns\": %.4g, "
-                           "\"serial_slow\": %s, \"state\": \"%s\"}",
+                           "\"serial_slow\": %s, \"state\": \"%s\"",
                            row.One, row.More, row.Probe, row.Serial,
                            serialSlow(row.Serial) ? "true" : "false", slow(row.Probe) ? "slow" : "fast");
+            if (row.OneFirstCpu >= 0) {
+                json << Format(", \"one_first_cpu\": %.6g, \"one_second_cpu\": %.6g", row.OneFirstCpu,
+                               row.OneSecondCpu);
+            }
+            json << "}";
         }
         json << "\n  ],\n  \"medians\": [" << medianJson
              << "\n  ],\n  \"target\": {\"text\": " << bench::JsonString(verdict)

@@ -196,13 +196,19 @@ bool g_startCpusKnown = false;
 // not spinning: both threads are usually pinned to the first CPU).
 class Subject {
 public:
-    Subject(Implementation const &implementation, Sizes const &sizes, bool ownThread) {
+    // cpu: on its own thread, pinned first to that CPU of the process's (its
+    // index among them; -1: all of them).
+    Subject(Implementation const &implementation, Sizes const &sizes, bool ownThread, int cpu = -1) {
         if (!ownThread) {
             m_fixture = implementation.Make(sizes);
             return;
         }
-        m_thread = std::thread([this, &implementation, sizes] {
-            AllowStartCpus();
+        m_thread = std::thread([this, &implementation, sizes, cpu] {
+            if (cpu < 0) {
+                AllowStartCpus();
+            } else {
+                PinToStartCpu(cpu);
+            }
             Serve(implementation, sizes);
         });
         std::unique_lock<std::mutex> lock(m_mutex);
@@ -317,26 +323,26 @@ unsigned MostWorkers(Sizes const &sizes) {
     return std::max(sizes.Threads, sizes.PairedThreads);
 }
 
-// Measures in this process. With `alongside`, a second subject lives beside
-// the first, the two take their runs in turn (ABBA: which goes first
-// alternates), and the report holds the first subject's figures, then the
-// second's (the workload lists both); the share and the pool statistics are
-// the second's.
+// Measures in this process. With `alongside`, more subjects live beside the
+// first, all take their runs in turn (the order reverses from one round of
+// runs to the next: ABC, CBA), and the report holds the first subject's
+// figures, then the next one's (the workload lists them all); the share and
+// the pool statistics are the last one's.
 std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const &workload,
                         std::vector<std::unique_ptr<Subject>> &subjects, Implementation const &implementation,
-                        Alongside const *alongside) {
+                        std::vector<Alongside> const &alongside) {
     double const probeBefore = CrossCoreProbe();
     double const serialBefore = SerialProbe();
     subjects.push_back(std::make_unique<Subject>(implementation, sizes, false));
-    if (alongside != nullptr) {
-        subjects.push_back(std::make_unique<Subject>(*alongside->With, alongside->Sizes, true));
+    unsigned most = MostWorkers(sizes);
+    for (Alongside const &other : alongside) {
+        subjects.push_back(std::make_unique<Subject>(*other.With, other.Sizes, true, other.Cpu));
+        most = std::max(most, MostWorkers(other.Sizes));
     }
-    bool const paired = subjects.size() == 2;
+    bool const paired = subjects.size() > 1;
     // Each pool pins its workers to the CPUs of the thread that started it: a
     // second pool started from a thread pinned by the first would run all its
     // workers on one CPU, and the comparison would measure that.
-    unsigned const most =
-        std::max(MostWorkers(sizes), alongside != nullptr ? MostWorkers(alongside->Sizes) : 0u);
     if ((paired || sizes.PairedThreads != 0) && g_startCpusKnown) {
         int const expected = std::min(static_cast<int>(most), CPU_COUNT(&g_startCpus));
         if (int const used = CpusOfAllThreads(); used >= 0 && used < expected) {
@@ -457,7 +463,7 @@ std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const
 }
 
 [[noreturn]] void ChildMain(int fd, Config const &config, Sizes const &sizes, Workload const &workload,
-                            Implementation const &implementation, Alongside const *alongside) {
+                            Implementation const &implementation, std::vector<Alongside> const &alongside) {
     g_startCpusKnown = sched_getaffinity(0, sizeof g_startCpus, &g_startCpus) == 0;
     std::string report;
     std::vector<std::unique_ptr<Subject>> subjects;
@@ -517,12 +523,25 @@ void AllowStartCpus() {
     }
 }
 
+void PinToStartCpu(int index) {
+    if (!g_startCpusKnown) {
+        return;
+    }
+    int seen = 0;
+    for (std::size_t cpu = 0; cpu < static_cast<std::size_t>(CPU_SETSIZE); ++cpu) {
+        if (CPU_ISSET(cpu, &g_startCpus) && seen++ == index) {
+            PinThisThread(cpu);
+            return;
+        }
+    }
+}
+
 void SetPoolStatistics(std::function<std::string()> describe) {
     g_poolStatistics = std::move(describe);
 }
 
 Measurement MeasureIsolated(Config const &config, Sizes const &sizes, Workload const &workload,
-                            Implementation const &implementation, Alongside const *alongside) {
+                            Implementation const &implementation, std::vector<Alongside> const &alongside) {
     Measurement result;
     // The report, and the child's stderr (kept to say why a child failed).
     int report[2];

@@ -131,6 +131,8 @@ void SetPoolStatistics(std::function<std::string()> describe);
 // thread starts would pin every worker there: the thread of a second pool in
 // one fixture calls this first.
 void AllowStartCpus();
+// Pins the calling thread to the index-th CPU the measuring process started with.
+void PinToStartCpu(int index);
 
 using FixtureFactory = std::function<std::unique_ptr<Fixture>(Sizes const &sizes)>;
 
@@ -212,21 +214,26 @@ struct Measurement {
     double BusiestShare = -1;
 };
 
-// A second fixture measured in the same child process as the first: made
+// Another fixture measured in the same child process as the first: made
 // (with these sizes) on a thread of its own beside the first, so that both
 // can be pools, and run in turn with it (ABBA: which goes first
 // alternates), so that the host's drift from one second to the next falls
-// on both alike. The other pool's idle workers are parked meanwhile.
+// on both alike. The other pools' idle workers are parked meanwhile.
 struct Alongside {
     Implementation const *With = nullptr;
     bench::Sizes Sizes;
+    // Pins its thread to this CPU of the process's (its index among them)
+    // before the fixture is made, so that a pool of one worker runs there;
+    // -1: the thread may use all of them.
+    int Cpu = -1;
 };
 
 // Measures one implementation in a child process (see the top of this file).
-// With `alongside`, the workload lists the figures of both fixtures, the
-// first's then the second's (every figure twice), and so does the result.
+// With `alongside`, the workload lists the figures of every fixture, the
+// first's then the next one's, and so does the result.
 Measurement MeasureIsolated(Config const &config, Sizes const &sizes, Workload const &workload,
-                            Implementation const &implementation, Alongside const *alongside = nullptr);
+                            Implementation const &implementation,
+                            std::vector<Alongside> const &alongside = {});
 
 double MedianOf(std::vector<double> values);
 // The p-th percentile (0..100), nearest rank.

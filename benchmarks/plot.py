@@ -219,7 +219,9 @@ def pair_section(pair):
         "which goes first; a round runs every workload once, so each workload's rounds spread over the run. "
         "Within a round both pools run in one process and take their runs in turn (W8 and W8b: their "
         "samples), so that drift falls on both alike (the idle and timer figures, W7, W7s, W7t, T1, M1 and S1, "
-        "take a process per pool size). "
+        "take a process per pool size). A timed workload's 1-worker figure is the mean of a 1-worker pool on "
+        "each of the first two CPUs, in the same turns: the host can run one vCPU up to 1.5 times slower than "
+        "the other for seconds at a time, and the larger pool spreads its work over both. "
         "The state is the host's, from the cross-core probe around each pair (slow above "
         f"{pair['slow_probe_ns']:g} ns). Median ratio per state, {workers} workers over 1 (above 1: slower "
         "with more workers; in bold: slower than the target allows)." + serial_note,
