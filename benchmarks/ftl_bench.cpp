@@ -298,43 +298,57 @@ std::string MeasuredIn(bench::Cell const *ftl, bench::Cell const *other, char co
 // measured one thread taking an uncontended lock, not a contended one.
 constexpr double kOneThreadShare = 0.95;
 
-// W8's target compares two wake latencies, and a wake's latency drifts by 2x
-// from one second to the next on a VM: the table's two cells, measured in two
-// processes seconds or minutes apart, can land on either side of the target
-// whatever ftl does. So the verdict rests on a measurement of its own: ftl's
-// W8 and the raw futex's in one process, their runs in turn (each run 200
-// samples, 50 with --short).
-struct WakesTogether {
+// A target that compares two figures (W8 with the raw futex, G1 with W1, W1c
+// and W3c with W1 and W3) would compare two table cells measured in two
+// processes seconds or minutes apart, and the host's drift (2x within
+// seconds for a wake, 1.5x for whole seconds of W1) can put them on either
+// side of the target whatever ftl does. So such a verdict rests on a
+// measurement of its own: the two fixtures in one process, their runs in
+// turn. The table keeps both cells as measured.
+struct Together {
     bool Ok = false;
-    double Ftl = 0;
-    double Futex = 0;
+    double First = 0;
+    double Second = 0;
     double Probe = 0; // the higher of the two probes around it
 };
 
-WakesTogether MeasureWakesTogether(bench::Config const &config, bench::Sizes const &sizes,
-                                   bench::Workload const &workload, bench::Implementation const &ftl,
-                                   bench::Implementation const &futex) {
+Together MeasureTogether(bench::Config const &config, bench::Sizes const &sizes,
+                         bench::Workload const &workload, bench::Implementation const &first,
+                         bench::Implementation const &second, char const *secondName) {
     bench::Workload both = workload;
     both.Figures.insert(both.Figures.end(), workload.Figures.begin(), workload.Figures.end());
-    std::vector<bench::Alongside> const second{bench::Alongside{&futex, sizes, -1}};
-    std::fprintf(stderr, "  %-4s ftl and the raw futex, run by run: ", workload.Id.c_str());
-    bench::Measurement const result = bench::MeasureIsolated(config, sizes, both, ftl, second);
-    WakesTogether together;
+    std::vector<bench::Alongside> const alongside{bench::Alongside{&second, sizes, -1}};
+    std::fprintf(stderr, "  %-4s and %s together, run by run: ", workload.Id.c_str(), secondName);
+    bench::Measurement const result = bench::MeasureIsolated(config, sizes, both, first, alongside);
+    Together together;
     if (!result.Ok) {
         std::fprintf(stderr, "FAILED: %s\n", result.Error.c_str());
         return together;
     }
     together.Ok = true;
-    together.Ftl = result.Figures[0].Median;
-    together.Futex = result.Figures[workload.Figures.size()].Median;
+    together.First = result.Figures[0].Median;
+    together.Second = result.Figures[workload.Figures.size()].Median;
     together.Probe = std::max(result.ProbeBefore, result.ProbeAfter);
-    std::fprintf(stderr, "%s and %s %s\n", bench::FormatValue(together.Ftl).c_str(),
-                 bench::FormatValue(together.Futex).c_str(), workload.Figures[0].Unit.c_str());
+    std::fprintf(stderr, "%s and %s %s\n", bench::FormatValue(together.First).c_str(),
+                 bench::FormatValue(together.Second).c_str(), workload.Figures[0].Unit.c_str());
     return together;
 }
 
+// " (measured together, run by run, in the fast state)"
+std::string TogetherIn(Together const &together) {
+    return Format(" (measured together, run by run, in the %s state)",
+                  together.Probe > kSlowProbeNs ? "slow" : "fast");
+}
+
+// The together measurements, by the first figure's id.
+using TogetherMap = std::map<std::string, Together>;
+
 std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, unsigned threads,
-                                        WakesTogether const &wakes) {
+                                        TogetherMap const &together) {
+    auto const measuredTogether = [&together](char const *id) -> Together const * {
+        auto const found = together.find(id);
+        return found != together.end() && found->second.Ok ? &found->second : nullptr;
+    };
     std::vector<TargetVerdict> verdicts;
     for (char const *figure : {"W1", "W2", "W3"}) {
         double const ftl = MedianOf(table, figure, "ftl");
@@ -349,26 +363,33 @@ std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, unsigned thre
     }
     for (auto const &[closure, lineage] :
          {std::pair<char const *, char const *>{"W1c", "W1"}, {"W3c", "W3"}}) {
-        double const withClosures = MedianOf(table, closure, "ftl");
-        double const withTasks = MedianOf(table, lineage, "ftl");
+        Together const *both = measuredTogether(closure);
+        double const withClosures = both != nullptr ? both->First : MedianOf(table, closure, "ftl");
+        double const withTasks = both != nullptr ? both->Second : MedianOf(table, lineage, "ftl");
         if (withClosures > 0 && withTasks > 0) {
             verdicts.push_back(TargetVerdict{
                 Format("%s: a closure task %s ns, a lineage Task (%s) %s ns: %+.2f ns%s; target <= +2 ns",
                        closure, bench::FormatValue(withClosures).c_str(), lineage,
                        bench::FormatValue(withTasks).c_str(), withClosures - withTasks,
-                       MeasuredIn(table.Find(closure, "ftl"), closure, table.Find(lineage, "ftl"), lineage)
-                           .c_str()),
+                       both != nullptr ? TogetherIn(*both).c_str()
+                                       : MeasuredIn(table.Find(closure, "ftl"), closure,
+                                                    table.Find(lineage, "ftl"), lineage)
+                                             .c_str()),
                 withClosures - withTasks <= 2.0});
         }
     }
     {
-        double const graph = MedianOf(table, "G1", "ftl");
-        double const tasks = MedianOf(table, "W1", "ftl");
+        Together const *both = measuredTogether("G1");
+        double const graph = both != nullptr ? both->First : MedianOf(table, "G1", "ftl");
+        double const tasks = both != nullptr ? both->Second : MedianOf(table, "W1", "ftl");
         if (graph > 0 && tasks > 0) {
             verdicts.push_back(TargetVerdict{
-                Format("G1: a TaskGraph node %s ns, a W1 task %s ns = %.2fx%s; target <= 1.00x",
-                       bench::FormatValue(graph).c_str(), bench::FormatValue(tasks).c_str(), graph / tasks,
-                       MeasuredIn(table.Find("G1", "ftl"), "G1", table.Find("W1", "ftl"), "W1").c_str()),
+                Format(
+                    "G1: a TaskGraph node %s ns, a W1 task %s ns = %.2fx%s; target <= 1.00x",
+                    bench::FormatValue(graph).c_str(), bench::FormatValue(tasks).c_str(), graph / tasks,
+                    both != nullptr
+                        ? TogetherIn(*both).c_str()
+                        : MeasuredIn(table.Find("G1", "ftl"), "G1", table.Find("W1", "ftl"), "W1").c_str()),
                 graph <= tasks});
         }
     }
@@ -461,13 +482,12 @@ std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, unsigned thre
                               median <= 1000});
         }
     }
-    if (wakes.Ok) {
+    if (Together const *wakes = measuredTogether("W8")) {
         verdicts.push_back(TargetVerdict{
-            Format("W8: raw futex wake %s us, ftl %s us = %.2fx (measured together, run by run, in the %s "
-                   "state); target <= 1.5x",
-                   bench::FormatValue(wakes.Futex).c_str(), bench::FormatValue(wakes.Ftl).c_str(),
-                   wakes.Ftl / wakes.Futex, wakes.Probe > kSlowProbeNs ? "slow" : "fast"),
-            wakes.Ftl <= 1.5 * wakes.Futex});
+            Format("W8: raw futex wake %s us, ftl %s us = %.2fx%s; target <= 1.5x",
+                   bench::FormatValue(wakes->Second).c_str(), bench::FormatValue(wakes->First).c_str(),
+                   wakes->First / wakes->Second, TogetherIn(*wakes).c_str()),
+            wakes->First <= 1.5 * wakes->Second});
     } else {
         double const ftl = MedianOf(table, "W8", "ftl");
         double const futex = MedianOf(table, "W8", "reference");
@@ -998,25 +1018,50 @@ int main(int argc, char **argv) {
             }
         }
     }
-    WakesTogether wakes;
-    if (!bench::kSanitizedBuild) {
-        bench::Cell const *ftlCell = table.Find("W8", "ftl");
-        bench::Cell const *futexCell = table.Find("W8", "reference");
-        auto const workload = std::find_if(workloads.begin(), workloads.end(),
-                                           [](bench::Workload const &w) { return w.Id == "W8"; });
-        bench::Implementation const *ftl = nullptr;
-        bench::Implementation const *futex = nullptr;
+    // The targets that compare two figures, measured once more together (see
+    // MeasureTogether): {first figure, its system, second figure, its system}.
+    TogetherMap together;
+    struct Comparison {
+        char const *First;
+        char const *FirstSystem;
+        char const *Second;
+        char const *SecondSystem;
+        char const *SecondName;
+    };
+    for (Comparison const &comparison :
+         {Comparison{"W8", "ftl", "W8", "reference", "the raw futex"},
+          Comparison{"G1", "ftl", "W1", "ftl", "W1"}, Comparison{"W1c", "ftl", "W1", "ftl", "W1"},
+          Comparison{"W3c", "ftl", "W3", "ftl", "W3"}}) {
+        if (bench::kSanitizedBuild) {
+            break;
+        }
+        bench::Cell const *firstCell = table.Find(comparison.First, comparison.FirstSystem);
+        bench::Cell const *secondCell = table.Find(comparison.Second, comparison.SecondSystem);
+        auto const workloadOf = [&workloads](char const *id) {
+            return std::find_if(workloads.begin(), workloads.end(),
+                                [id](bench::Workload const &workload) { return workload.Id == id; });
+        };
+        auto const first = workloadOf(comparison.First);
+        auto const second = workloadOf(comparison.Second);
+        bench::Implementation const *firstImplementation = nullptr;
+        bench::Implementation const *secondImplementation = nullptr;
         for (Column const &column : columns) {
-            if (column.Target == &table && column.System.Name == "ftl") {
-                ftl = column.System.Find("W8");
-            } else if (column.Target == &table && column.System.Name == "reference") {
-                futex = column.System.Find("W8");
+            if (column.Target == &table && column.System.Name == comparison.FirstSystem) {
+                firstImplementation = column.System.Find(comparison.First);
+            }
+            if (column.Target == &table && column.System.Name == comparison.SecondSystem) {
+                secondImplementation = column.System.Find(comparison.Second);
             }
         }
-        if (ftlCell != nullptr && futexCell != nullptr && ftlCell->Status == bench::Cell::State::Measured &&
-            futexCell->Status == bench::Cell::State::Measured && workload != workloads.end() &&
-            ftl != nullptr && futex != nullptr) {
-            wakes = MeasureWakesTogether(config, sizes, *workload, *ftl, *futex);
+        // Both measured in the table, and one unit for both (the harness
+        // divides every run's time by the first workload's units).
+        if (firstCell != nullptr && secondCell != nullptr &&
+            firstCell->Status == bench::Cell::State::Measured &&
+            secondCell->Status == bench::Cell::State::Measured && first != workloads.end() &&
+            second != workloads.end() && first->UnitsPerRun == second->UnitsPerRun &&
+            firstImplementation != nullptr && secondImplementation != nullptr) {
+            together[comparison.First] = MeasureTogether(config, sizes, *first, *firstImplementation,
+                                                         *secondImplementation, comparison.SecondName);
         }
     }
     std::string const loadAfter = LoadAverage();
@@ -1058,7 +1103,7 @@ int main(int argc, char **argv) {
         featureTable.PrintDetails(stdout);
     }
     std::vector<TargetVerdict> const verdicts =
-        bench::kSanitizedBuild ? std::vector<TargetVerdict>{} : JudgeTargets(table, sizes.Threads, wakes);
+        bench::kSanitizedBuild ? std::vector<TargetVerdict>{} : JudgeTargets(table, sizes.Threads, together);
     if (!bench::kSanitizedBuild) {
         PrintTargets(stdout, verdicts);
     }
