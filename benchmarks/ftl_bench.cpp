@@ -315,20 +315,18 @@ struct Together {
 Together MeasureTogether(bench::Config const &config, bench::Sizes const &sizes,
                          bench::Workload const &workload, bench::Implementation const &first,
                          bench::Implementation const &second, char const *secondName) {
-    bench::Workload both = workload;
-    both.Figures.insert(both.Figures.end(), workload.Figures.begin(), workload.Figures.end());
-    std::vector<bench::Alongside> const alongside{bench::Alongside{&second, sizes, -1}};
     std::fprintf(stderr, "  %-4s and %s together, run by run: ", workload.Id.c_str(), secondName);
-    bench::Measurement const result = bench::MeasureIsolated(config, sizes, both, first, alongside);
+    std::vector<bench::Measurement> const results =
+        bench::MeasureSideBySide(config, sizes, workload, first, {bench::Alongside{&second, sizes, -1}});
     Together together;
-    if (!result.Ok) {
-        std::fprintf(stderr, "FAILED: %s\n", result.Error.c_str());
+    if (!results.front().Ok) {
+        std::fprintf(stderr, "FAILED: %s\n", results.front().Error.c_str());
         return together;
     }
     together.Ok = true;
-    together.First = result.Figures[0].Median;
-    together.Second = result.Figures[workload.Figures.size()].Median;
-    together.Probe = std::max(result.ProbeBefore, result.ProbeAfter);
+    together.First = results[0].Figures[0].Median;
+    together.Second = results[1].Figures[0].Median;
+    together.Probe = std::max(results[0].ProbeBefore, results[0].ProbeAfter);
     std::fprintf(stderr, "%s and %s %s\n", bench::FormatValue(together.First).c_str(),
                  bench::FormatValue(together.Second).c_str(), workload.Figures[0].Unit.c_str());
     return together;
@@ -592,33 +590,21 @@ bool MeasureInterleaved(bench::Config const &config, bench::Sizes sizes, unsigne
         alongside.push_back(bench::Alongside{&implementation, sizes, -1});
         alongside.back().Sizes.Threads = more;
     }
-    std::size_t const count = workload.Figures.size();
-    std::size_t const sets = alongside.size() + (workload.SelfMeasured() ? 2 : 1);
-    bench::Workload all = workload;
-    for (std::size_t set = 1; set < sets; ++set) {
-        all.Figures.insert(all.Figures.end(), workload.Figures.begin(), workload.Figures.end());
-    }
     std::fprintf(stderr, "  %-4s round %u, 1 worker%s and %u, %s by %s: ", workload.Id.c_str(), round + 1,
                  eachCpu ? " (each of 2 CPUs)" : "", more, workload.SelfMeasured() ? "sample" : "run",
                  workload.SelfMeasured() ? "sample" : "run");
-    bench::Measurement const result = bench::MeasureIsolated(config, sizes, all, implementation, alongside);
-    if (!result.Ok) {
-        std::fprintf(stderr, "FAILED: %s\n", result.Error.c_str());
+    std::vector<bench::Measurement> const results =
+        bench::MeasureSideBySide(config, sizes, workload, implementation, alongside);
+    if (!results.front().Ok) {
+        std::fprintf(stderr, "FAILED: %s\n", results.front().Error.c_str());
         return false;
     }
-    auto const set = [&](std::size_t which) {
-        return std::vector<bench::Stats>(result.Figures.begin() + static_cast<std::ptrdiff_t>(which * count),
-                                         result.Figures.begin() +
-                                             static_cast<std::ptrdiff_t>((which + 1) * count));
-    };
-    measured[0] = result;
-    measured[0].Figures = set(0);
-    measured[1] = result;
-    measured[1].Figures = set(sets - 1);
+    measured[0] = results.front();
+    measured[1] = results.back();
     cores.clear();
     if (eachCpu) {
-        std::vector<bench::Stats> const second = set(1);
-        for (std::size_t i = 0; i < count; ++i) {
+        std::vector<bench::Stats> const &second = results[1].Figures;
+        for (std::size_t i = 0; i < workload.Figures.size(); ++i) {
             cores.emplace_back(measured[0].Figures[i].Median, second[i].Median);
             measured[0].Figures[i].Median = (measured[0].Figures[i].Median + second[i].Median) / 2;
         }

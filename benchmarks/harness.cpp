@@ -986,4 +986,26 @@ std::string Table::Json(std::string const &indent) const {
     return json + "\n" + indent + "]";
 }
 
+std::vector<Measurement> MeasureSideBySide(Config const &config, Sizes const &sizes, Workload const &workload,
+                                           Implementation const &implementation,
+                                           std::vector<Alongside> const &alongside) {
+    std::size_t const pools =
+        1 + alongside.size() + (sizes.PairedThreads != 0 && workload.SelfMeasured() ? 1 : 0);
+    Workload all = workload;
+    for (std::size_t pool = 1; pool < pools; ++pool) {
+        all.Figures.insert(all.Figures.end(), workload.Figures.begin(), workload.Figures.end());
+    }
+    Measurement const result = MeasureIsolated(config, sizes, all, implementation, alongside);
+    if (!result.Ok) {
+        return {result};
+    }
+    std::size_t const count = workload.Figures.size();
+    std::vector<Measurement> measurements(pools, result);
+    for (std::size_t pool = 0; pool < pools; ++pool) {
+        auto const from = result.Figures.begin() + static_cast<std::ptrdiff_t>(pool * count);
+        measurements[pool].Figures.assign(from, from + static_cast<std::ptrdiff_t>(count));
+    }
+    return measurements;
+}
+
 } // namespace bench

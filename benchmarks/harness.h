@@ -229,11 +229,20 @@ struct Alongside {
 };
 
 // Measures one implementation in a child process (see the top of this file).
-// With `alongside`, the workload lists the figures of every fixture, the
-// first's then the next one's, and so does the result.
+// With `alongside` (see MeasureSideBySide), the workload lists the figures
+// of every fixture, the first's then the next one's, and so does the result.
 Measurement MeasureIsolated(Config const &config, Sizes const &sizes, Workload const &workload,
                             Implementation const &implementation,
                             std::vector<Alongside> const &alongside = {});
+
+// MeasureIsolated with the fixtures `alongside` the first, or with a first
+// fixture that runs a second pool itself (sizes.PairedThreads, a
+// self-measured workload): one measurement per pool, the first's first, each
+// with the workload's figures (probes, share and statistics are the
+// child's). A failure comes back as one measurement, not Ok.
+std::vector<Measurement> MeasureSideBySide(Config const &config, Sizes const &sizes, Workload const &workload,
+                                           Implementation const &implementation,
+                                           std::vector<Alongside> const &alongside);
 
 double MedianOf(std::vector<double> values);
 // The p-th percentile (0..100), nearest rank.
