@@ -294,6 +294,10 @@ std::string MeasuredIn(bench::Cell const *ftl, bench::Cell const *other, char co
     return MeasuredIn(ftl, "ftl", other, otherName);
 }
 
+// The --features column of ftl with every mechanism on, measured as the
+// switched-off configurations are: its ratio is the noise of the method.
+constexpr char kControlColumn[] = "all on again";
+
 // A W5 cell whose busiest thread ran at least this share of the tasks
 // measured one thread taking an uncontended lock, not a contended one.
 constexpr double kOneThreadShare = 0.95;
@@ -880,6 +884,10 @@ int main(int argc, char **argv) {
     std::vector<std::string> featureNames = {"all on"};
     std::vector<bench::System> featureSystems;
     if (options.Features) {
+        // The control: all on, measured like the switched-off configurations
+        // (beside all on): how far apart two identical pools read.
+        featureNames.push_back(kControlColumn);
+        featureSystems.push_back(bench::MakeFtlSystem(kControlColumn, ftl::detail::Mechanisms{}));
         for (ftl::detail::MechanismSwitch const &flag : ftl::detail::kMechanismSwitches) {
             ftl::detail::Mechanisms mechanisms;
             mechanisms.*flag.Flag = false;
@@ -952,12 +960,35 @@ int main(int argc, char **argv) {
                 (column.Target == &featureTable && DuplicateForFtl(workload.Id))) {
                 continue;
             }
-            std::fprintf(stderr, "  %-4s %-28s ", workload.Id.c_str(), column.System.Name.c_str());
-            bench::Measurement const measurement =
-                bench::MeasureIsolated(config, sizes, workload, *implementation);
+            // A mechanism switched off, on a timed workload, runs beside an
+            // all-on pool in the same child, their runs in turn: from one
+            // process to the next this host drifts by more than most
+            // mechanisms change (the all-on cell of one full run read W1c at
+            // 36 ns a task, every switched-off one at 10 to 18). Its ratio is
+            // taken over that all-on pool.
+            bench::Implementation const *const allOn = ftlAllOn.Find(workload.Id);
+            bool const besideAllOn = column.Target == &featureTable && !workload.SelfMeasured() &&
+                                     !bench::kSanitizedBuild && allOn != nullptr;
+            std::fprintf(stderr, "  %-4s %-28s %s", workload.Id.c_str(), column.System.Name.c_str(),
+                         besideAllOn ? "beside all on, run by run: " : "");
+            bench::Measurement measurement;
+            std::vector<double> pairedReference;
+            if (besideAllOn) {
+                std::vector<bench::Measurement> const results = bench::MeasureSideBySide(
+                    config, sizes, workload, *allOn, {bench::Alongside{implementation, sizes, -1}});
+                measurement = results.back();
+                if (results.size() == 2) {
+                    for (bench::Stats const &stats : results.front().Figures) {
+                        pairedReference.push_back(stats.Median);
+                    }
+                }
+            } else {
+                measurement = bench::MeasureIsolated(config, sizes, workload, *implementation);
+            }
             for (std::size_t i = 0; i < workload.Figures.size(); ++i) {
                 bench::Cell &cell = column.Target->At(workload.Figures[i].Id, column.System.Name);
                 cell.Primitive = implementation->Primitive;
+                cell.PairedReference = i < pairedReference.size() ? pairedReference[i] : -1;
                 cell.ProbeBefore = measurement.ProbeBefore;
                 cell.ProbeAfter = measurement.ProbeAfter;
                 cell.BusiestShare = measurement.BusiestShare;
@@ -988,6 +1019,9 @@ int main(int argc, char **argv) {
                     line += (i == 0 ? "" : ", ") + bench::FormatValue(stats.Median) + " [" +
                             bench::FormatValue(stats.Min) + " .. " + bench::FormatValue(stats.Max) + "] " +
                             workload.Figures[i].Unit;
+                    if (i < pairedReference.size()) {
+                        line += " (all on: " + bench::FormatValue(pairedReference[i]) + ")";
+                    }
                 }
                 std::fprintf(stderr, "%s\n", line.c_str());
                 if (!measurement.PoolStatistics.empty()) {
@@ -1082,8 +1116,10 @@ int main(int argc, char **argv) {
                                       featureTable.FastestProbe() > 0 ? featureTable.FastestProbe() : 1e300);
     table.Print(stdout, fastProbe < 1e300 ? fastProbe : 0);
     if (options.Features) {
-        std::printf("\nftl with one scheduling mechanism off; medians, in parentheses over\n"
-                    "\"all on\" (above 1: the mechanism helps on this workload):\n\n");
+        std::printf("\nftl with one scheduling mechanism off; medians, in parentheses over \"all on\"\n"
+                    "(above 1: the mechanism helps on this workload); on a timed workload, over the\n"
+                    "all-on pool measured beside it in the same process, their runs in turn (the \"all on\"\n"
+                    "column is the main table's cell):\n\n");
         featureTable.Print(stdout, fastProbe < 1e300 ? fastProbe : 0);
         std::printf("\nftl with one mechanism off, every measurement:\n");
         featureTable.PrintDetails(stdout);

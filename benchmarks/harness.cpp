@@ -190,10 +190,12 @@ cpu_set_t g_startCpus; // the measuring child's CPUs, before any pool pinned its
 bool g_startCpusKnown = false;
 
 // One fixture of a measurement and the thread it lives on: the measuring
-// thread, or a thread of its own for the second pool of an interleaved pair
-// (a thread is worker 0 of one pool at most). The fixture is made, run,
-// checked and destroyed on that thread; the measuring thread waits (blocked,
-// not spinning: both threads are usually pinned to the first CPU).
+// thread when it is measured alone, else a thread of its own, for every pool
+// of a side-by-side measurement alike (a thread is worker 0 of one pool at
+// most; see harness.h for what a pool on the measuring thread did to its
+// figures). The fixture is made, run, checked and destroyed on that thread;
+// the measuring thread waits (blocked, not spinning: both threads are
+// usually pinned to the first CPU).
 class Subject {
 public:
     // cpu: on its own thread, pinned first to that CPU of the process's (its
@@ -333,7 +335,9 @@ std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const
                         std::vector<Alongside> const &alongside) {
     double const probeBefore = CrossCoreProbe();
     double const serialBefore = SerialProbe();
-    subjects.push_back(std::make_unique<Subject>(implementation, sizes, false));
+    // Side by side, the first pool gets a thread of its own too, as the
+    // others do.
+    subjects.push_back(std::make_unique<Subject>(implementation, sizes, !alongside.empty()));
     unsigned most = MostWorkers(sizes);
     for (Alongside const &other : alongside) {
         subjects.push_back(std::make_unique<Subject>(*other.With, other.Sizes, true, other.Cpu));
@@ -838,7 +842,9 @@ void Table::Print(std::FILE *out, double fastProbe) const {
                     break;
                 }
                 text = FormatValue(cell.Figure.Median);
-                if (i > 0 && comparable) {
+                if (i > 0 && cell.PairedReference > 0 && row.Fig.Ratio) {
+                    text += " (" + FormatRatio(cell.Figure.Median / cell.PairedReference) + ")";
+                } else if (i > 0 && comparable) {
                     text += " (" + FormatRatio(cell.Figure.Median / reference.Figure.Median) + ")";
                 }
                 if (fastProbe > 0 &&
@@ -975,8 +981,13 @@ std::string Table::Json(std::string const &indent) const {
                 if (cell.BusiestShare >= 0) {
                     json += ", \"busiest_thread_share\": " + FormatJsonNumber(cell.BusiestShare);
                 }
-                if (i > 0 && row.Fig.Ratio && reference.Status == Cell::State::Measured &&
-                    reference.Figure.Median > 0) {
+                if (cell.PairedReference > 0) {
+                    json += ", \"paired_reference\": " + FormatJsonNumber(cell.PairedReference);
+                }
+                if (i > 0 && row.Fig.Ratio && cell.PairedReference > 0) {
+                    json += ", \"ratio\": " + FormatJsonNumber(cell.Figure.Median / cell.PairedReference);
+                } else if (i > 0 && row.Fig.Ratio && reference.Status == Cell::State::Measured &&
+                           reference.Figure.Median > 0) {
                     json += ", \"ratio\": " + FormatJsonNumber(cell.Figure.Median / reference.Figure.Median);
                 }
             }

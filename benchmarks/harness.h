@@ -25,11 +25,15 @@
 // own figures. Each figure's median, minimum and maximum over the repetitions
 // is what the tables print.
 //
-// The exception to a pool per process is a comparison whose two figures must
+// The exception to a pool per process is a comparison whose figures must
 // come from the same seconds (MeasureIsolated's `alongside`: ftl_bench
-// --threads-pair, and W8's ratio to the raw futex): the child makes a second
-// fixture on a thread of its own, and the two take their runs in turn; the
-// idle pool's workers are parked meanwhile.
+// --threads-pair, --features, and the verdicts that compare two figures):
+// the child makes every fixture on a thread of its own, and they take their
+// runs in turn; the idle pools' workers are parked meanwhile. None of them
+// lives on the measuring thread: a pool made there ran W5s 10-25% slower
+// than the same pool made on a thread of its own (identical configurations
+// side by side read 0.74-1.18 of each other; 0.96-1.02 with every pool on
+// its own thread).
 //
 // Around each measurement the child bounces a cache line between the first
 // two cores (the cross-core probe, see harness.cpp), so that a figure taken
@@ -215,8 +219,8 @@ struct Measurement {
 };
 
 // Another fixture measured in the same child process as the first: made
-// (with these sizes) on a thread of its own beside the first, so that both
-// can be pools, and run in turn with it (ABBA: which goes first
+// (with these sizes) on a thread of its own, as the first then is too, so
+// that both can be pools, and run in turn with it (ABBA: which goes first
 // alternates), so that the host's drift from one second to the next falls
 // on both alike. The other pools' idle workers are parked meanwhile.
 struct Alongside {
@@ -258,6 +262,11 @@ struct Cell {
     double ProbeBefore = 0; // see Measurement
     double ProbeAfter = 0;
     double BusiestShare = -1; // see Measurement
+    // The first column's median as measured beside this cell, in the same
+    // child, the two pools' runs in turn (-1: not measured so): the cell's
+    // ratio is taken over it rather than over the first column's own cell,
+    // measured in another process.
+    double PairedReference = -1;
 };
 
 // A table of results: rows are figures, columns are systems; the first
@@ -276,7 +285,8 @@ public:
     bool AllOk() const;
     bool Empty() const { return m_rows.empty(); }
 
-    // Median per cell, the ratio to the first column beside it. A cell whose
+    // Median per cell, the ratio to the first column beside it (to the
+    // cell's PairedReference when it has one). A cell whose
     // cross-core probe was above kSlowPlacement x fastProbe gets a '*'.
     void Print(std::FILE *out, double fastProbe) const;
     // Median, min, max, the probe and the primitive, one line per measured cell.
