@@ -571,17 +571,24 @@ bool MeasureApart(bench::Config const &config, bench::Sizes sizes, unsigned more
 
 // --threads-pair in one process. A timed workload: the child runs a pool of
 // one worker on the first CPU, one on the second, and a pool of `more`, side
-// by side, and takes their runs in turn; the 1-worker figure is the mean of
-// the first two (each CPU's is in `cores`), because the host runs one vCPU
-// up to 1.5 times slower than the other for seconds at a time, and a pool
-// of `more` spreads the work over both. A self-measured workload whose
-// fixture interleaves the pair (W8): its 1-worker pool is on the first CPU,
-// and `cores` stays empty. The probes are the child's, for both. False when
-// it failed.
+// by side, and takes their runs in turn. The host runs one vCPU up to 1.5
+// times slower than the other for seconds at a time, so the 1-worker figure
+// is the two CPUs' figures (each in `cores`) weighed by where the larger
+// pool ran its tasks: W1's pool of two runs 99.9% of them on its worker 0,
+// on the first CPU, and the figure to compare it with is that CPU's, while
+// W5's splits them about evenly. The weight is the larger pool's share of
+// tasks on its worker 0 (`firstShare`), when it has two workers and ran at
+// least kWeighedTasks tasks; else it is one half (W4's two tasks say
+// nothing of where its work ran). A self-measured workload whose fixture
+// interleaves the pair (W8): its 1-worker pool is on the first CPU, and
+// `cores` stays empty. The probes are the child's, for both. False when it
+// failed.
+constexpr std::uint64_t kWeighedTasks = 1000;
+
 bool MeasureInterleaved(bench::Config const &config, bench::Sizes sizes, unsigned more,
                         bench::Workload const &workload, bench::Implementation const &implementation,
                         unsigned round, bench::Measurement (&measured)[2],
-                        std::vector<std::pair<double, double>> &cores) {
+                        std::vector<std::pair<double, double>> &cores, double &firstShare) {
     sizes.Threads = 1;
     std::vector<bench::Alongside> alongside;
     bool const eachCpu = !workload.SelfMeasured() && AllowedCpuCount() >= 2;
@@ -606,14 +613,23 @@ bool MeasureInterleaved(bench::Config const &config, bench::Sizes sizes, unsigne
     measured[0] = results.front();
     measured[1] = results.back();
     cores.clear();
+    firstShare = -1;
     if (eachCpu) {
+        std::vector<std::uint64_t> const &tasks = results.back().WorkerTasks;
+        double weight = 0.5;
+        if (more == 2 && tasks.size() == 2 && tasks[0] + tasks[1] >= kWeighedTasks) {
+            firstShare = double(tasks[0]) / double(tasks[0] + tasks[1]);
+            weight = firstShare;
+        }
         std::vector<bench::Stats> const &second = results[1].Figures;
         for (std::size_t i = 0; i < workload.Figures.size(); ++i) {
             cores.emplace_back(measured[0].Figures[i].Median, second[i].Median);
-            measured[0].Figures[i].Median = (measured[0].Figures[i].Median + second[i].Median) / 2;
+            measured[0].Figures[i].Median = weight * cores[i].first + (1 - weight) * cores[i].second;
         }
-        std::fprintf(stderr, "%s (%s, %s) and ", bench::FormatValue(measured[0].Figures[0].Median).c_str(),
-                     bench::FormatValue(cores[0].first).c_str(), bench::FormatValue(cores[0].second).c_str());
+        std::fprintf(stderr, "%s (%s, %s; %s) and ",
+                     bench::FormatValue(measured[0].Figures[0].Median).c_str(),
+                     bench::FormatValue(cores[0].first).c_str(), bench::FormatValue(cores[0].second).c_str(),
+                     firstShare < 0 ? "halves" : Format("%.0f%% on the first", 100 * firstShare).c_str());
     } else {
         std::fprintf(stderr, "%s and ", bench::FormatValue(measured[0].Figures[0].Median).c_str());
     }
@@ -642,10 +658,11 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
         std::string Figure;
         std::string Unit;
         unsigned Round;
-        double One; // for a timed workload, the mean of the two CPUs'
+        double One; // for a timed workload, the two CPUs' figures weighed (MeasureInterleaved)
         double More;
         double OneFirstCpu;  // -1: not measured per CPU
         double OneSecondCpu; // -1: not measured per CPU
+        double FirstShare;   // the weight of the first CPU's figure; -1: one half, by default
         double Probe;        // the highest of the four probes around the pair
         double Serial;       // the highest of the four single-thread probes
         std::size_t Order;   // the workload's place in the list: the table lists rounds by workload
@@ -660,10 +677,11 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
             }
             bench::Measurement measured[2];               // [0]: one worker, [1]: `more`
             std::vector<std::pair<double, double>> cores; // one worker on each CPU, per figure
+            double firstShare = -1;
             bool const ok =
                 implementation->InterleavesPair || !workload.SelfMeasured()
                     ? MeasureInterleaved(config, sizes, more, workload, *implementation, round, measured,
-                                         cores)
+                                         cores, firstShare)
                     : MeasureApart(config, sizes, more, workload, *implementation, round, measured);
             if (!ok) {
                 failed = true;
@@ -677,7 +695,8 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
                 rows.push_back(Row{workload.Figures[i].Id, workload.Figures[i].Unit, round + 1,
                                    measured[0].Figures[i].Median, measured[1].Figures[i].Median,
                                    cores.empty() ? -1 : cores[i].first, cores.empty() ? -1 : cores[i].second,
-                                   probe, serial, static_cast<std::size_t>(&workload - workloads.data())});
+                                   firstShare, probe, serial,
+                                   static_cast<std::size_t>(&workload - workloads.data())});
             }
         }
     }
@@ -708,14 +727,16 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
         "cross-core probe (the highest of the four around a pair) is above %.0f ns; *: the single-thread\n"
         "probe read above %.1fx the run's fastest (%s ns), and the round is left out of the medians;\n"
         "the pools run in one process and take their runs in turn (W8, W8b: samples), except for the\n"
-        "self-measured figures without such a fixture (W7, W7s, W7t, T1, M1, S1); a timed workload's\n"
-        "1 worker is the mean of a 1-worker pool on each of the first two CPUs (the host runs one vCPU\n"
-        "up to 1.5x slower than the other for seconds at a time; the last column has both)\n\n",
+        "self-measured figures without such a fixture (W7, W7s, W7t, T1, M1, S1), each pool on a thread\n"
+        "of its own; a timed workload's 1 worker is a 1-worker pool on each of the first two CPUs (the\n"
+        "host runs one vCPU up to 1.5x slower than the other for seconds at a time), their figures\n"
+        "weighed by the share of its tasks the larger pool ran on the first (last columns; halves when\n"
+        "it has more than 2 workers or ran fewer than %u tasks)\n\n",
         more, rounds, rounds == 1 ? "" : "s", config.Repetitions, kSlowProbeNs, kSerialSlowFactor,
-        bench::FormatValue(fastestSerial).c_str());
-    std::printf("  %-8s %-14s %5s %12s %12s %8s %10s %10s %5s  %s\n", "figure", "unit", "round", "1 worker",
-                std::to_string(more).append(" workers").c_str(), "ratio", "probe ns", "1-thread", "state",
-                "1 worker on CPU 1st / 2nd");
+        bench::FormatValue(fastestSerial).c_str(), static_cast<unsigned>(kWeighedTasks));
+    std::printf("  %-8s %-14s %5s %12s %12s %8s %10s %10s %5s  %-25s %s\n", "figure", "unit", "round",
+                "1 worker", std::to_string(more).append(" workers").c_str(), "ratio", "probe ns", "1-thread",
+                "state", "1 worker on CPU 1st / 2nd", "tasks on the 1st");
     // The target, per state: no figure whose median ratio over that state's
     // rounds is above 1.
     std::map<std::string, std::map<bool, std::vector<double>>> ratios;
@@ -731,11 +752,14 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
         std::string const cores = row.OneFirstCpu < 0 ? "-"
                                                       : bench::FormatValue(row.OneFirstCpu) + " / " +
                                                             bench::FormatValue(row.OneSecondCpu);
-        std::printf("  %-8s %-14s %5u %12s %12s %8.3f %10s %10s %5s%-1s %s\n", row.Figure.c_str(),
+        std::string const share = row.OneFirstCpu < 0  ? ""
+                                  : row.FirstShare < 0 ? "halves"
+                                                       : Format("%.0f%%", 100 * row.FirstShare);
+        std::printf("  %-8s %-14s %5u %12s %12s %8.3f %10s %10s %5s%-1s %-25s %s\n", row.Figure.c_str(),
                     row.Unit.c_str(), row.Round, bench::FormatValue(row.One).c_str(),
                     bench::FormatValue(row.More).c_str(), ratio, bench::FormatValue(row.Probe).c_str(),
                     bench::FormatValue(row.Serial).c_str(), slow(row.Probe) ? "slow" : "fast",
-                    serialSlow(row.Serial) ? "*" : "", cores.c_str());
+                    serialSlow(row.Serial) ? "*" : "", cores.c_str(), share.c_str());
     }
     std::printf("\nMedian ratio per state (%u workers over 1; above 1: slower with more workers):\n", more);
     std::vector<std::string> slower;
@@ -801,6 +825,9 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
             if (row.OneFirstCpu >= 0) {
                 json << Format(", \"one_first_cpu\": %.6g, \"one_second_cpu\": %.6g", row.OneFirstCpu,
                                row.OneSecondCpu);
+                if (row.FirstShare >= 0) {
+                    json << Format(", \"first_cpu_share\": %.6g", row.FirstShare);
+                }
             }
             json << "}";
         }

@@ -32,8 +32,18 @@ public:
     Scheduler(ftl::TaskSchedulerInitOptions const &options, ftl::detail::Mechanisms const &mechanisms) {
         Start(m_scheduler, options, mechanisms);
         SetPoolStatistics([this] { return ftl::FormatStats(m_scheduler.GetStats()); });
+        SetWorkerTasks([this] {
+            std::vector<std::uint64_t> tasks;
+            for (ftl::WorkerStats const &worker : m_scheduler.GetStats().Workers) {
+                tasks.push_back(worker.TasksRun);
+            }
+            return tasks;
+        });
     }
-    ~Scheduler() { SetPoolStatistics(nullptr); }
+    ~Scheduler() {
+        SetPoolStatistics(nullptr);
+        SetWorkerTasks(nullptr);
+    }
     Scheduler(Scheduler const &) = delete;
     Scheduler &operator=(Scheduler const &) = delete;
     // All workers = all cores (or --threads), the given mechanisms, Sleep.

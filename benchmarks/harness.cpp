@@ -186,6 +186,8 @@ double SerialProbe() {
 }
 
 std::function<std::string()> g_poolStatistics;
+// Set on the thread that made the pool (SetWorkerTasks).
+thread_local std::function<std::vector<std::uint64_t>()> t_workerTasks;
 cpu_set_t g_startCpus; // the measuring child's CPUs, before any pool pinned its thread
 bool g_startCpusKnown = false;
 
@@ -361,15 +363,29 @@ std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const
     // A paired workload lists the figures of each subject in turn.
     std::size_t const figureCount = workload.Figures.size() / subjects.size();
     std::vector<std::vector<double>> values(workload.Figures.size());
-    std::vector<double> shares; // BusiestThreadShare of each measured run of the last subject
+    std::vector<double> shares;             // BusiestThreadShare of each measured run of the last subject
+    std::vector<std::uint64_t> workerTasks; // the last subject's, summed over its measured runs
     // Runs one subject's workload once and records its figures (run 0, the
     // warm-up, records none); returns an error line, or "".
     auto runOnce = [&](unsigned run, std::size_t which) -> std::string {
         std::string error;
+        bool const last = which + 1 == subjects.size();
         subjects[which]->With([&](Fixture &fixture) {
+            // On the subject's thread, where its fixture set the count.
+            std::vector<std::uint64_t> const before =
+                last && run != 0 && t_workerTasks ? t_workerTasks() : std::vector<std::uint64_t>{};
             auto const start = Clock::now();
             fixture.Run();
             Clock::duration const took = Clock::now() - start;
+            // (A fixture that makes and ends pools inside Run may have
+            // taken the count away meanwhile.)
+            if (!before.empty() && t_workerTasks) {
+                std::vector<std::uint64_t> const after = t_workerTasks();
+                workerTasks.resize(after.size());
+                for (std::size_t i = 0; i < after.size() && i < before.size(); ++i) {
+                    workerTasks[i] += after[i] - before[i];
+                }
+            }
             if (Verdict const verdict = fixture.Check(); !verdict.Ok) {
                 error = "fail " +
                         (run == 0 ? std::string("warm-up run: ") : "run " + std::to_string(run) + ": ") +
@@ -379,8 +395,7 @@ std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const
             if (run == 0) {
                 return;
             }
-            if (double const share = fixture.BusiestThreadShare();
-                share >= 0 && which + 1 == subjects.size()) {
+            if (double const share = fixture.BusiestThreadShare(); share >= 0 && last) {
                 shares.push_back(share);
             }
             std::vector<double> *const into = &values[which * figureCount];
@@ -455,6 +470,13 @@ std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const
     if (!shares.empty()) {
         std::snprintf(line, sizeof line, "share %.17g\n", MedianOf(shares));
         report += line;
+    }
+    if (!workerTasks.empty()) {
+        report += "workers";
+        for (std::uint64_t const tasks : workerTasks) {
+            report += " " + std::to_string(tasks);
+        }
+        report += "\n";
     }
     for (std::vector<double> const &figure : values) {
         double const median = MedianOf(figure);
@@ -538,6 +560,10 @@ void PinToStartCpu(int index) {
             return;
         }
     }
+}
+
+void SetWorkerTasks(std::function<std::vector<std::uint64_t>()> count) {
+    t_workerTasks = std::move(count);
 }
 
 void SetPoolStatistics(std::function<std::string()> describe) {
@@ -651,6 +677,12 @@ Measurement MeasureIsolated(Config const &config, Sizes const &sizes, Workload c
         } else if (line.rfind("share ", 0) == 0) {
             std::istringstream fields(line.substr(6));
             fields >> result.BusiestShare;
+        } else if (line.rfind("workers ", 0) == 0) {
+            std::istringstream fields(line.substr(8));
+            std::uint64_t tasks = 0;
+            while (fields >> tasks) {
+                result.WorkerTasks.push_back(tasks);
+            }
         } else if (line.rfind("stats ", 0) == 0) {
             result.PoolStatistics += line.substr(6) + "\n";
         } else if (line == "ok") {

@@ -130,6 +130,13 @@ public:
 // of the cell come with it.
 void SetPoolStatistics(std::function<std::string()> describe);
 
+// The tasks each worker of the calling thread's pool has run since it
+// started, in worker order (ftl: GetStats' TasksRun). A fixture sets it on
+// the thread that makes it, while its pool lives; the harness reads it on
+// that thread around each run, and reports where the last pool of a
+// side-by-side measurement ran its tasks (Measurement::WorkerTasks).
+void SetWorkerTasks(std::function<std::vector<std::uint64_t>()> count);
+
 // Gives the calling thread the CPUs the measuring process started with. A
 // thread started by a pool's worker 0 inherits its one CPU, and a pool that
 // thread starts would pin every worker there: the thread of a second pool in
@@ -216,6 +223,9 @@ struct Measurement {
     // The median over the measured runs of Fixture::BusiestThreadShare (-1:
     // not counted).
     double BusiestShare = -1;
+    // The tasks each worker of the last pool ran over the measured runs, in
+    // worker order (empty: the system does not say; see SetWorkerTasks).
+    std::vector<std::uint64_t> WorkerTasks;
 };
 
 // Another fixture measured in the same child process as the first: made

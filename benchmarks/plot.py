@@ -223,9 +223,11 @@ def pair_section(pair):
         "which goes first; a round runs every workload once, so each workload's rounds spread over the run. "
         "Within a round both pools run in one process and take their runs in turn (W8 and W8b: their "
         "samples), so that drift falls on both alike (the idle and timer figures, W7, W7s, W7t, T1, M1 and S1, "
-        "take a process per pool size). A timed workload's 1-worker figure is the mean of a 1-worker pool on "
-        "each of the first two CPUs, in the same turns: the host can run one vCPU up to 1.5 times slower than "
-        "the other for seconds at a time, and the larger pool spreads its work over both. "
+        "take a process per pool size); every pool lives on a thread of its own. A timed workload's 1-worker "
+        "figure comes from a 1-worker pool on each of the first two CPUs, in the same turns: the host can run "
+        "one vCPU up to 1.5 times slower than the other for seconds at a time, so the two figures are weighed "
+        "by the share of its tasks the larger pool ran on the first CPU (W1's runs nearly all of them there, "
+        "W5's about half; one half each where the pool has more workers or ran too few tasks to tell). "
         "The state is the host's, from the cross-core probe around each pair (slow above "
         f"{pair['slow_probe_ns']:g} ns). Median ratio per state, {workers} workers over 1 (above 1: slower "
         "with more workers; in bold: slower than the target allows)." + serial_note,
@@ -238,14 +240,17 @@ def pair_section(pair):
         lines.append(f"| {entry['figure']} | {entry['unit']} | {state_cell(entry['fast'])} | "
                      f"{state_cell(entry['slow'])}")
     lines += ["|===", "", f"Target: {pair['target']['text']}.", "",
-              '[cols="2,1,2,2,2,2,2,1",options="header"]', "|===",
-              f"| Figure | Round | 1 worker | {workers} workers | Ratio | Probe (ns) | 1-thread probe (ns) | State"]
+              '[cols="2,1,2,2,2,2,2,1,2",options="header"]', "|===",
+              f"| Figure | Round | 1 worker | {workers} workers | Ratio | Probe (ns) | 1-thread probe (ns) | State "
+              "| Tasks on the 1st CPU"]
     for row in pair["rows"]:
         ratio = row["more"] / row["one"] if row["one"] > 0 else 0
         serial = fmt(row["serial_ns"]) if "serial_ns" in row else "-"
         mark = "*" if row.get("serial_slow") else ""
+        share = f"{100 * row['first_cpu_share']:.0f}%" if "first_cpu_share" in row else "-"
         lines.append(f"| {row['figure']} | {row['round']} | {fmt(row['one'])} {row['unit']} | "
-                     f"{fmt(row['more'])} | {ratio:.3f} | {fmt(row['probe_ns'])} | {serial} | {row['state']}{mark}")
+                     f"{fmt(row['more'])} | {ratio:.3f} | {fmt(row['probe_ns'])} | {serial} | {row['state']}{mark} "
+                     f"| {share}")
     lines += ["|===", ""]
     return lines
 
