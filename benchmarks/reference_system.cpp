@@ -4,7 +4,8 @@
 //   W6  the same summing kernel on one std::thread per core (the calling
 //       thread being one of them), each pinned to its core and over a
 //       contiguous share of the range; the helpers are started once and spin
-//       between runs, so a run costs the summing and a start signal.
+//       between runs, so a run costs the summing and a start signal (a
+//       helper idle for a long while sleeps, and the next run wakes it).
 //   W8  a bare futex wake: a thread blocked in FUTEX_WAIT, woken by FUTEX_WAKE
 //       after the same 2 ms gap; from just before the wake to the woken thread
 //       reading the clock. W8b: the waking thread then stays busy for 1 ms.
@@ -25,6 +26,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -65,10 +67,16 @@ bool PinCallingThread(int cpu) {
 
 // W6 ---------------------------------------------------------------------------
 
+long Futex(std::atomic<std::uint32_t> *word, int op, std::uint32_t value);
+
 // The tightest loop one can write by hand: one thread per core, each pinned
 // to its own core (as ftl pins its workers), the helpers started once and
 // spinning between runs, so a run is the summing and one start signal per
-// helper, nothing more.
+// helper, nothing more. A helper that has spun kSpinsBeforeSleep times (a few
+// hundred microseconds, far longer than the gap between two runs measured
+// alone) sleeps on a futex until the next run: measured beside an ftl pool,
+// run by run (the W6 verdict), spinning helpers would take the cores from
+// ftl's runs. The next run then pays a wake, microseconds of a 10 ms run.
 class ThreadLoop final : public Fixture {
 public:
     ThreadLoop(Sizes const &sizes, std::vector<int> cpus)
@@ -86,7 +94,7 @@ public:
 
     ~ThreadLoop() override {
         m_exit.store(true, std::memory_order_relaxed);
-        m_generation.fetch_add(1, std::memory_order_release);
+        Go();
         for (std::thread &helper : m_helpers) {
             helper.join();
         }
@@ -95,7 +103,7 @@ public:
 
     void Run() override {
         m_finished.store(0, std::memory_order_relaxed);
-        m_generation.fetch_add(1, std::memory_order_release); // go
+        Go();
         SumPart(0);
         while (m_finished.load(std::memory_order_acquire) != m_threads - 1) {
             CpuRelax();
@@ -114,17 +122,47 @@ public:
     }
 
 private:
+    static constexpr unsigned kSpinsBeforeSleep = 10000;
+
+    // A new generation, then the bell for the helpers asleep. Against a
+    // helper's count of sleepers before its last look at the generation (all
+    // seq_cst): either the helper sees the new generation, or this sees it
+    // counted and wakes it (FUTEX_WAIT returns at once if the bell rang since
+    // the helper read it).
+    void Go() {
+        m_generation.fetch_add(1, std::memory_order_seq_cst);
+        m_bell.fetch_add(1, std::memory_order_seq_cst);
+        if (m_sleepers.load(std::memory_order_seq_cst) != 0) {
+            Futex(&m_bell, FUTEX_WAKE_PRIVATE, std::numeric_limits<int>::max());
+        }
+    }
+
+    std::uint64_t AwaitGeneration(std::uint64_t seen) {
+        unsigned spins = 0;
+        std::uint64_t now = 0;
+        while ((now = m_generation.load(std::memory_order_acquire)) == seen) {
+            if (++spins < kSpinsBeforeSleep) {
+                CpuRelax();
+                continue;
+            }
+            std::uint32_t const bell = m_bell.load(std::memory_order_seq_cst);
+            m_sleepers.fetch_add(1, std::memory_order_seq_cst);
+            if (m_generation.load(std::memory_order_seq_cst) == seen) {
+                Futex(&m_bell, FUTEX_WAIT_PRIVATE, bell);
+            }
+            m_sleepers.fetch_sub(1, std::memory_order_seq_cst);
+            spins = 0;
+        }
+        return now;
+    }
+
     void Helper(unsigned part) {
         if (!PinCallingThread(m_cpus[part % m_cpus.size()])) {
             m_pinFailed.store(true);
         }
         std::uint64_t seen = 0;
         for (;;) {
-            std::uint64_t now = 0;
-            while ((now = m_generation.load(std::memory_order_acquire)) == seen) {
-                CpuRelax();
-            }
-            seen = now;
+            seen = AwaitGeneration(seen);
             if (m_exit.load(std::memory_order_relaxed)) {
                 return;
             }
@@ -148,6 +186,8 @@ private:
     std::uint64_t m_total = 0;
     cpu_set_t m_originalMask{};
     alignas(64) std::atomic<std::uint64_t> m_generation{0};
+    std::atomic<std::uint32_t> m_bell{0}; // the futex word the sleeping helpers wait on
+    std::atomic<unsigned> m_sleepers{0};  // helpers asleep or about to be
     alignas(64) std::atomic<unsigned> m_finished{0};
     std::atomic<bool> m_exit{false};
     std::atomic<bool> m_pinFailed{false};
