@@ -6,9 +6,9 @@
 #   -DFTL_BENCH=<ftl_bench> -DJSON=<file> -DPAIR_JSON=<file> -DCHART=<file> -DRESULTS=<file>
 #   -DREADME=<file> [-DPYTHON=<python3 with matplotlib>]
 execute_process(COMMAND ${FTL_BENCH} --features --json ${JSON} RESULT_VARIABLE bench_status)
-# 4 rounds of every workload in turn: in most runs each figure gets more than
+# 6 rounds of every workload in turn: in most runs each figure gets more than
 # one round in a host state, and its median there is not one pair's.
-execute_process(COMMAND ${FTL_BENCH} --threads-pair 4 --json ${PAIR_JSON} RESULT_VARIABLE pair_status)
+execute_process(COMMAND ${FTL_BENCH} --threads-pair 6 --json ${PAIR_JSON} RESULT_VARIABLE pair_status)
 if(PYTHON)
     if(EXISTS ${JSON})
         set(pair_args)
