@@ -769,6 +769,15 @@ std::string FormatRatio(double ratio) {
     return text;
 }
 
+// What a cell's ratio is taken over: the first column's median measured
+// beside it, else the first column's own cell (0: neither).
+double RatioBase(Cell const &cell, Cell const &reference) {
+    if (cell.PairedReference > 0) {
+        return cell.PairedReference;
+    }
+    return reference.Status == Cell::State::Measured ? reference.Figure.Median : 0;
+}
+
 std::string FormatJsonNumber(double value) {
     char text[64];
     std::snprintf(text, sizeof text, "%.9g", value);
@@ -861,8 +870,6 @@ void Table::Print(std::FILE *out, double fastProbe) const {
         labelWidth = std::max(labelWidth, row.Fig.Id.size());
         unitWidth = std::max(unitWidth, row.Fig.Unit.size());
         Cell const &reference = row.Cells[0];
-        bool const comparable = row.Fig.Ratio && reference.Status == Cell::State::Measured &&
-                                reference.Figure.Median > 0 && !kSanitizedBuild;
         std::vector<std::string> cells;
         for (std::size_t i = 0; i < row.Cells.size(); ++i) {
             Cell const &cell = row.Cells[i];
@@ -874,10 +881,8 @@ void Table::Print(std::FILE *out, double fastProbe) const {
                     break;
                 }
                 text = FormatValue(cell.Figure.Median);
-                if (i > 0 && cell.PairedReference > 0 && row.Fig.Ratio) {
-                    text += " (" + FormatRatio(cell.Figure.Median / cell.PairedReference) + ")";
-                } else if (i > 0 && comparable) {
-                    text += " (" + FormatRatio(cell.Figure.Median / reference.Figure.Median) + ")";
+                if (double const base = RatioBase(cell, reference); i > 0 && row.Fig.Ratio && base > 0) {
+                    text += " (" + FormatRatio(cell.Figure.Median / base) + ")";
                 }
                 if (fastProbe > 0 &&
                     std::max(cell.ProbeBefore, cell.ProbeAfter) > kSlowPlacement * fastProbe) {
@@ -1016,11 +1021,8 @@ std::string Table::Json(std::string const &indent) const {
                 if (cell.PairedReference > 0) {
                     json += ", \"paired_reference\": " + FormatJsonNumber(cell.PairedReference);
                 }
-                if (i > 0 && row.Fig.Ratio && cell.PairedReference > 0) {
-                    json += ", \"ratio\": " + FormatJsonNumber(cell.Figure.Median / cell.PairedReference);
-                } else if (i > 0 && row.Fig.Ratio && reference.Status == Cell::State::Measured &&
-                           reference.Figure.Median > 0) {
-                    json += ", \"ratio\": " + FormatJsonNumber(cell.Figure.Median / reference.Figure.Median);
+                if (double const base = RatioBase(cell, reference); i > 0 && row.Fig.Ratio && base > 0) {
+                    json += ", \"ratio\": " + FormatJsonNumber(cell.Figure.Median / base);
                 }
             }
             json += "}";

@@ -124,32 +124,27 @@ public:
 private:
     static constexpr unsigned kSpinsBeforeSleep = 10000;
 
-    // A new generation, then the bell for the helpers asleep. Against a
-    // helper's count of sleepers before its last look at the generation (all
-    // seq_cst): either the helper sees the new generation, or this sees it
-    // counted and wakes it (FUTEX_WAIT returns at once if the bell rang since
-    // the helper read it).
+    // A new generation, then a wake for the helpers asleep on it. Against a
+    // helper's count of sleepers before it sleeps (both seq_cst): either this
+    // sees the helper counted and wakes it, or the helper's FUTEX_WAIT finds
+    // the new generation and returns at once.
     void Go() {
         m_generation.fetch_add(1, std::memory_order_seq_cst);
-        m_bell.fetch_add(1, std::memory_order_seq_cst);
         if (m_sleepers.load(std::memory_order_seq_cst) != 0) {
-            Futex(&m_bell, FUTEX_WAKE_PRIVATE, std::numeric_limits<int>::max());
+            Futex(&m_generation, FUTEX_WAKE_PRIVATE, std::numeric_limits<int>::max());
         }
     }
 
-    std::uint64_t AwaitGeneration(std::uint64_t seen) {
+    std::uint32_t AwaitGeneration(std::uint32_t seen) {
         unsigned spins = 0;
-        std::uint64_t now = 0;
+        std::uint32_t now = 0;
         while ((now = m_generation.load(std::memory_order_acquire)) == seen) {
             if (++spins < kSpinsBeforeSleep) {
                 CpuRelax();
                 continue;
             }
-            std::uint32_t const bell = m_bell.load(std::memory_order_seq_cst);
             m_sleepers.fetch_add(1, std::memory_order_seq_cst);
-            if (m_generation.load(std::memory_order_seq_cst) == seen) {
-                Futex(&m_bell, FUTEX_WAIT_PRIVATE, bell);
-            }
+            Futex(&m_generation, FUTEX_WAIT_PRIVATE, seen);
             m_sleepers.fetch_sub(1, std::memory_order_seq_cst);
             spins = 0;
         }
@@ -160,7 +155,7 @@ private:
         if (!PinCallingThread(m_cpus[part % m_cpus.size()])) {
             m_pinFailed.store(true);
         }
-        std::uint64_t seen = 0;
+        std::uint32_t seen = 0;
         for (;;) {
             seen = AwaitGeneration(seen);
             if (m_exit.load(std::memory_order_relaxed)) {
@@ -185,9 +180,10 @@ private:
     std::vector<Sum> m_sums;
     std::uint64_t m_total = 0;
     cpu_set_t m_originalMask{};
-    alignas(64) std::atomic<std::uint64_t> m_generation{0};
-    std::atomic<std::uint32_t> m_bell{0}; // the futex word the sleeping helpers wait on
-    std::atomic<unsigned> m_sleepers{0};  // helpers asleep or about to be
+    // Runs started (wrapping; a helper compares it for equality only), and
+    // the futex word a sleeping helper waits on.
+    alignas(64) std::atomic<std::uint32_t> m_generation{0};
+    std::atomic<unsigned> m_sleepers{0}; // helpers asleep or about to be
     alignas(64) std::atomic<unsigned> m_finished{0};
     std::atomic<bool> m_exit{false};
     std::atomic<bool> m_pinFailed{false};
