@@ -23,6 +23,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -317,10 +318,69 @@ int CpusOfAllThreads() {
 }
 
 // Between two runs of an interleaved pair the measuring thread stays busy
-// this long, so that the pool that ran last has parked its idle workers
-// (ftl's spin before parking takes under 100 us) before the other pool runs:
-// neither pool's runs share the cores with the other's spinning workers.
+// at least kPairGap, and then until no other thread of the process is
+// running, so that the pool that ran last has parked its idle workers and
+// neither pool's runs share the cores with the other's spinning threads.
+// ftl parks within 100 us, but a peer may spin far longer after its work
+// (libgomp's threads wait at the end of a parallel region spinning,
+// GOMP_SPINCOUNT). The gap gives up after kMaxPairGap (a pool that never
+// stops spinning).
 constexpr std::chrono::milliseconds kPairGap{1};
+constexpr std::chrono::microseconds kRunningLook{100};
+constexpr std::chrono::milliseconds kMaxPairGap{50};
+
+// Whether a thread of this process other than the caller is running or
+// waiting for a CPU (state R in /proc/self/task/TID/stat).
+bool OtherThreadRunning() {
+    pid_t const self = static_cast<pid_t>(::syscall(SYS_gettid));
+    DIR *const tasks = ::opendir("/proc/self/task");
+    if (tasks == nullptr) {
+        return false;
+    }
+    bool running = false;
+    while (dirent const *entry = ::readdir(tasks)) {
+        pid_t const tid = static_cast<pid_t>(std::atoi(entry->d_name));
+        if (tid <= 0 || tid == self) {
+            continue;
+        }
+        char path[64];
+        std::snprintf(path, sizeof path, "/proc/self/task/%d/stat", static_cast<int>(tid));
+        int const fd = ::open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            continue; // ended meanwhile
+        }
+        char stat[512];
+        ssize_t const length = ::read(fd, stat, sizeof stat - 1);
+        ::close(fd);
+        if (length <= 0) {
+            continue;
+        }
+        stat[length] = '\0';
+        // "TID (name) S ...": the state follows the last ')'.
+        char const *const close = std::strrchr(stat, ')');
+        if (close != nullptr && close[1] == ' ' && close[2] == 'R') {
+            running = true;
+            break;
+        }
+    }
+    ::closedir(tasks);
+    return running;
+}
+
+// Busy for kPairGap, then until no other thread runs (looking every
+// kRunningLook) or kMaxPairGap has passed.
+void QuietGap() {
+    auto const start = Clock::now();
+    auto next = start + kPairGap;
+    for (;;) {
+        while (Clock::now() < next) {
+        }
+        if (!OtherThreadRunning() || Clock::now() - start >= kMaxPairGap) {
+            return;
+        }
+        next += kRunningLook;
+    }
+}
 
 // The most workers any pool of the measurement has.
 unsigned MostWorkers(Sizes const &sizes) {
@@ -415,8 +475,7 @@ std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const
             }
         });
         if (paired) {
-            for (auto const end = Clock::now() + kPairGap; Clock::now() < end;) {
-            }
+            QuietGap();
         }
         return error;
     };
