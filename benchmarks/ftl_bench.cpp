@@ -315,6 +315,8 @@ struct Together {
     double First = 0;
     double Second = 0;
     double Probe = 0; // the higher of the two probes around it
+    // The second pool's busiest thread's share of the tasks (W5; -1: not counted).
+    double SecondShare = -1;
 };
 
 Together MeasureTogether(bench::Config const &config, bench::Sizes const &sizes,
@@ -332,36 +334,73 @@ Together MeasureTogether(bench::Config const &config, bench::Sizes const &sizes,
     together.First = results[0].Figures[0].Median;
     together.Second = results[1].Figures[0].Median;
     together.Probe = std::max(results[0].ProbeBefore, results[0].ProbeAfter);
+    together.SecondShare = results[1].BusiestShare;
     std::fprintf(stderr, "%s and %s %s\n", bench::FormatValue(together.First).c_str(),
                  bench::FormatValue(together.Second).c_str(), workload.Figures[0].Unit.c_str());
     return together;
 }
 
+// "measured together, run by run, in the fast state"
+std::string TogetherState(Together const &together) {
+    return Format("measured together, run by run, in the %s state",
+                  together.Probe > kSlowProbeNs ? "slow" : "fast");
+}
+
 // " (measured together, run by run, in the fast state)"
 std::string TogetherIn(Together const &together) {
-    return Format(" (measured together, run by run, in the %s state)",
-                  together.Probe > kSlowProbeNs ? "slow" : "fast");
+    return " (" + TogetherState(together) + ")";
 }
 
 // The together measurements, by the first figure's id.
 using TogetherMap = std::map<std::string, Together>;
 
+// The figures ftl is compared with a peer on (W1-W4: the best peer; any
+// figure: a peer whose cell beat ftl's) measured together as well: ftl's and
+// a peer's cells, from two processes, moved as much as the host (W3: 1.48x
+// and 2.09x the best peer in two full runs an hour apart). By PeerKey.
+using PeerTogetherMap = std::map<std::string, Together>;
+
+std::string PeerKey(std::string const &figure, std::string const &peer) {
+    return figure + " " + peer;
+}
+
+// The peer (column name) with the lowest median on `figure`, "" when none.
+std::string BestPeerColumn(bench::Table const &table, std::string const &figure) {
+    std::string best;
+    for (char const *peer : kPeers) {
+        double const median = MedianOf(table, figure, peer);
+        if (median >= 0 && (best.empty() || median < MedianOf(table, figure, best))) {
+            best = peer;
+        }
+    }
+    return best;
+}
+
 std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, unsigned threads,
-                                        TogetherMap const &together) {
+                                        TogetherMap const &together, PeerTogetherMap const &peerTogether) {
     auto const measuredTogether = [&together](char const *id) -> Together const * {
         auto const found = together.find(id);
         return found != together.end() && found->second.Ok ? &found->second : nullptr;
     };
+    auto const measuredWithPeer = [&peerTogether](std::string const &figure,
+                                                  std::string const &peer) -> Together const * {
+        auto const found = peerTogether.find(PeerKey(figure, peer));
+        return found != peerTogether.end() && found->second.Ok ? &found->second : nullptr;
+    };
     std::vector<TargetVerdict> verdicts;
     for (char const *figure : {"W1", "W2", "W3"}) {
-        double const ftl = MedianOf(table, figure, "ftl");
-        auto const [peer, name] = BestPeer(table, {figure});
-        if (ftl <= 0 || peer < 0) {
+        double const ftlCell = MedianOf(table, figure, "ftl");
+        auto const [peerCell, name] = BestPeer(table, {figure});
+        if (ftlCell <= 0 || peerCell < 0) {
             continue; // not measured in this run (needs ftl and a peer)
         }
+        Together const *both = measuredWithPeer(figure, BestPeerColumn(table, figure));
+        double const ftl = both != nullptr ? both->First : ftlCell;
+        double const peer = both != nullptr ? both->Second : peerCell;
         verdicts.push_back(TargetVerdict{
-            Format("%s: best peer %s %s, ftl %s: ftl %.2fx faster; target >= 1.5x", figure, name.c_str(),
-                   bench::FormatValue(peer).c_str(), bench::FormatValue(ftl).c_str(), peer / ftl),
+            Format("%s: best peer %s %s, ftl %s: ftl %.2fx faster%s; target >= 1.5x", figure, name.c_str(),
+                   bench::FormatValue(peer).c_str(), bench::FormatValue(ftl).c_str(), peer / ftl,
+                   both != nullptr ? TogetherIn(*both).c_str() : ""),
             peer / ftl >= 1.5});
     }
     for (auto const &[closure, lineage] :
@@ -397,14 +436,17 @@ std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, unsigned thre
         }
     }
     {
-        double const ftl = MedianOf(table, "W4", "ftl");
         bench::Cell const *peerCell = nullptr;
-        auto const [peer, name] = BestPeer(table, {"W4"}, &peerCell);
+        auto const [peerMedian, name] = BestPeer(table, {"W4"}, &peerCell);
+        Together const *both = measuredWithPeer("W4", BestPeerColumn(table, "W4"));
+        double const ftl = both != nullptr ? both->First : MedianOf(table, "W4", "ftl");
+        double const peer = both != nullptr ? both->Second : peerMedian;
         if (ftl > 0 && peer >= 0) {
             verdicts.push_back(TargetVerdict{
                 Format("W4: best peer %s %s ns, ftl %s ns = %.2f of it%s; target <= 0.50", name.c_str(),
                        bench::FormatValue(peer).c_str(), bench::FormatValue(ftl).c_str(), ftl / peer,
-                       MeasuredIn(table.Find("W4", "ftl"), peerCell, "the peer").c_str()),
+                       both != nullptr ? TogetherIn(*both).c_str()
+                                       : MeasuredIn(table.Find("W4", "ftl"), peerCell, "the peer").c_str()),
                 ftl <= 0.5 * peer});
         }
     }
@@ -509,11 +551,13 @@ std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, unsigned thre
         }
     }
     // No figure where a peer beats ftl (lower is better for every figure).
+    // A pair measured together (see PeerTogetherMap) is judged on that.
     std::vector<std::string> slower;
+    std::vector<std::string> cleared; // a peer's cell beat ftl's, not when measured together
     unsigned compared = 0;
     for (bench::Table::Row const &row : table.Rows()) {
-        double const ftl = MedianOf(table, row.Fig.Id, "ftl");
-        if (ftl < 0) {
+        double const ftlCell = MedianOf(table, row.Fig.Id, "ftl");
+        if (ftlCell < 0) {
             continue;
         }
         for (char const *peer : kPeers) {
@@ -526,20 +570,40 @@ std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, unsigned thre
             // Idle CPU time is read from getrusage; below a millisecond per 2 s
             // (0.05% of a core) the difference is noise, not a win.
             double const tie = row.Fig.Unit.rfind("cpu-s", 0) == 0 ? 0.001 : 0;
-            if (median >= 0 && median < ftl - tie) {
-                slower.push_back(row.Fig.Id + " (" + peer + " " + bench::FormatValue(median) + " vs ftl " +
-                                 bench::FormatValue(ftl) + " " + row.Fig.Unit + ")");
+            if (median < 0 || median >= ftlCell - tie) {
+                continue;
             }
+            Together const *both = measuredWithPeer(row.Fig.Id, peer);
+            if (both == nullptr) {
+                slower.push_back(row.Fig.Id + " (" + peer + " " + bench::FormatValue(median) + " vs ftl " +
+                                 bench::FormatValue(ftlCell) + " " + row.Fig.Unit + ")");
+                continue;
+            }
+            if (threads >= 2 && both->SecondShare >= kOneThreadShare) {
+                continue; // beside ftl, the peer took the lock on one thread
+            }
+            std::string const pair = row.Fig.Id + " (" + peer + " " + bench::FormatValue(both->Second) +
+                                     " vs ftl " + bench::FormatValue(both->First) + " " + row.Fig.Unit +
+                                     ", " + TogetherState(*both) + ")";
+            (both->Second < both->First ? slower : cleared).push_back(pair);
         }
     }
     if (compared != 0) {
-        std::string list;
-        for (std::string const &item : slower) {
-            list += (list.empty() ? "" : "; ") + item;
+        auto const join = [](std::vector<std::string> const &items) {
+            std::string list;
+            for (std::string const &item : items) {
+                list += (list.empty() ? "" : "; ") + item;
+            }
+            return list;
+        };
+        std::string text = "no figure where a peer beats ftl";
+        if (!slower.empty()) {
+            text += ": " + join(slower);
         }
-        verdicts.push_back(TargetVerdict{
-            Format("no figure where a peer beats ftl%s%s", slower.empty() ? "" : ": ", list.c_str()),
-            slower.empty()});
+        if (!cleared.empty()) {
+            text += " [a peer's cell beat ftl's, but not beside it: " + join(cleared) + "]";
+        }
+        verdicts.push_back(TargetVerdict{text, slower.empty()});
     }
     return verdicts;
 }
@@ -1081,6 +1145,17 @@ int main(int argc, char **argv) {
         char const *SecondSystem;
         char const *SecondName;
     };
+    // The main table's implementation of `figure` by `system`, or nullptr.
+    auto const implementationOf = [&columns,
+                                   &table](std::string const &system,
+                                           std::string const &figure) -> bench::Implementation const * {
+        for (Column const &column : columns) {
+            if (column.Target == &table && column.System.Name == system) {
+                return column.System.Find(figure);
+            }
+        }
+        return nullptr;
+    };
     for (Comparison const &comparison :
          {Comparison{"W8", "ftl", "W8", "reference", "the raw futex"},
           Comparison{"W6", "ftl", "W6", "reference", "the std::thread loop"},
@@ -1097,16 +1172,10 @@ int main(int argc, char **argv) {
         };
         auto const first = workloadOf(comparison.First);
         auto const second = workloadOf(comparison.Second);
-        bench::Implementation const *firstImplementation = nullptr;
-        bench::Implementation const *secondImplementation = nullptr;
-        for (Column const &column : columns) {
-            if (column.Target == &table && column.System.Name == comparison.FirstSystem) {
-                firstImplementation = column.System.Find(comparison.First);
-            }
-            if (column.Target == &table && column.System.Name == comparison.SecondSystem) {
-                secondImplementation = column.System.Find(comparison.Second);
-            }
-        }
+        bench::Implementation const *firstImplementation =
+            implementationOf(comparison.FirstSystem, comparison.First);
+        bench::Implementation const *secondImplementation =
+            implementationOf(comparison.SecondSystem, comparison.Second);
         // Both measured in the table, and one unit for both (the harness
         // divides every run's time by the first workload's units).
         if (firstCell != nullptr && secondCell != nullptr &&
@@ -1116,6 +1185,42 @@ int main(int argc, char **argv) {
             firstImplementation != nullptr && secondImplementation != nullptr) {
             together[comparison.First] = MeasureTogether(config, sizes, *first, *firstImplementation,
                                                          *secondImplementation, comparison.SecondName);
+        }
+    }
+    // ftl beside a peer (see PeerTogetherMap): W1-W4 with the best peer, and
+    // every figure where a peer's cell beat ftl's. Timed workloads of one
+    // figure only (an idle workload's CPU time is the whole process's).
+    PeerTogetherMap peerTogether;
+    {
+        std::vector<std::pair<std::string, std::string>> pairs; // figure, peer
+        for (char const *figure : {"W1", "W2", "W3", "W4"}) {
+            if (std::string const peer = BestPeerColumn(table, figure); !peer.empty()) {
+                pairs.emplace_back(figure, peer);
+            }
+        }
+        for (bench::Table::Row const &row : table.Rows()) {
+            double const ftl = MedianOf(table, row.Fig.Id, "ftl");
+            for (char const *peer : kPeers) {
+                double const median = MedianOf(table, row.Fig.Id, peer);
+                if (ftl >= 0 && median >= 0 && median < ftl &&
+                    std::find(pairs.begin(), pairs.end(), std::make_pair(row.Fig.Id, std::string(peer))) ==
+                        pairs.end()) {
+                    pairs.emplace_back(row.Fig.Id, peer);
+                }
+            }
+        }
+        for (auto const &[figure, peer] : pairs) {
+            auto const workload = std::find_if(
+                workloads.begin(), workloads.end(),
+                [&figure = figure](bench::Workload const &candidate) { return candidate.Id == figure; });
+            bench::Implementation const *const ours = implementationOf("ftl", figure);
+            bench::Implementation const *const theirs = implementationOf(peer, figure);
+            if (bench::kSanitizedBuild || workload == workloads.end() || workload->SelfMeasured() ||
+                workload->Figures.size() != 1 || ours == nullptr || theirs == nullptr) {
+                continue;
+            }
+            peerTogether[PeerKey(figure, peer)] =
+                MeasureTogether(config, sizes, *workload, *ours, *theirs, peer.c_str());
         }
     }
     std::string const loadAfter = LoadAverage();
@@ -1159,7 +1264,8 @@ int main(int argc, char **argv) {
         featureTable.PrintDetails(stdout);
     }
     std::vector<TargetVerdict> const verdicts =
-        bench::kSanitizedBuild ? std::vector<TargetVerdict>{} : JudgeTargets(table, sizes.Threads, together);
+        bench::kSanitizedBuild ? std::vector<TargetVerdict>{}
+                               : JudgeTargets(table, sizes.Threads, together, peerTogether);
     if (!bench::kSanitizedBuild) {
         PrintTargets(stdout, verdicts);
     }
