@@ -48,9 +48,9 @@ struct Mechanisms {
     // nobody took it between two peeks (off: only the rare looks).
     bool LockPeeks = true;
     // A contended Fibtex lock that looks rarely (a hot lock) also watches the
-    // workers between its looks, and looks at once when one of them has gone
-    // idle since: it may be the holder, done with the lock (off: only the
-    // rare looks).
+    // workers between its looks, and looks at once when one of them has run
+    // out of work of its own since (gone to steal, or idle): it may be the
+    // holder, done with the lock (off: only the rare looks).
     bool LockWatchesIdle = true;
 };
 

@@ -68,12 +68,12 @@ public:
     TaskScheduler *Owner() const { return m_owner; }
     unsigned NumWorkers() const { return m_numWorkers; }
     Worker &WorkerAt(unsigned index) { return m_workers[index]; }
-    // The sum of the workers' idle starts: it changes whenever one of them
-    // goes idle (Worker::IdleStarts).
-    std::uint32_t IdleStarts() const {
+    // The sum of the workers' searches: it changes whenever one of them runs
+    // out of work of its own (Worker::Searches).
+    std::uint32_t Searches() const {
         std::uint32_t sum = 0;
         for (unsigned i = 0; i < m_numWorkers; ++i) {
-            sum += m_workers[i].IdleStarts();
+            sum += m_workers[i].Searches();
         }
         return sum;
     }

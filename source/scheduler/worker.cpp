@@ -176,8 +176,7 @@ Worker *Worker::Idle(Fiber *self) {
     if (scheduler.Quitting()) {
         return ExitThread(self);
     }
-    // Owner-only: a plain increment.
-    m_idleStarts.store(m_idleStarts.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    CountSearch();
     IdleHooks hooks(*this);
     std::uint64_t const idleFrom = NowNs();
     m_idleSinceNs.store(idleFrom, std::memory_order_relaxed);
@@ -486,6 +485,10 @@ bool Worker::Steal(TaskItem &item) {
     if (n == 1) {
         return false;
     }
+    // Before the steal: a thief that just ended a task holding a Fibtex
+    // leaves the lock free while it steals, and the lock's waiter, between
+    // its rare looks, sees this and takes it (fibtex.cpp, kWatchLevel).
+    CountSearch();
     bool const tasks = MayStealTasks(); // always, with the backoff off
     unsigned const start = NextRandom() % n;
     for (unsigned i = 0; i < n; ++i) {

@@ -187,7 +187,11 @@ public:
     FiberInbox const &Pinned() const { return m_pinned; }
     bool QueuesLookEmpty() const; // the task and ready deques (others may read them)
     bool ReadyLooksEmpty() const { return m_ready.LooksEmpty(); }
-    std::uint32_t IdleStarts() const { return m_idleStarts.load(std::memory_order_relaxed); }
+    std::uint32_t Searches() const { return m_searches.load(std::memory_order_relaxed); }
+    // Owner-only: a plain increment.
+    void CountSearch() {
+        m_searches.store(m_searches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
     // Whether this look (a spin round's, or Steal's) may take in other
     // workers' task deques: not for a while after task steals that did not
     // pay for themselves (see Steal). Counts the look.
@@ -341,10 +345,12 @@ private:
     std::atomic<std::uint64_t> m_failedSteals{0};
     std::atomic<std::uint64_t> m_idleNs{0};
     std::atomic<std::uint64_t> m_idleSinceNs{0}; // 0: not idle now
-    // Times this worker went idle (Idle). The waiter on a hot Fibtex watches
-    // it (Scheduler::IdleStarts): on a line of its own that the owner writes
-    // only as it goes idle, so the watching costs a busy worker nothing.
-    alignas(64) std::atomic<std::uint32_t> m_idleStarts{0};
+    // Times this worker ran out of work of its own: went to steal (Steal),
+    // or idle (Idle). The waiter on a hot Fibtex watches it
+    // (Scheduler::Searches): the holder's worker may have left the lock. On a
+    // line of its own that the owner writes only then, so the watching costs
+    // a worker that runs its own tasks nothing.
+    alignas(64) std::atomic<std::uint32_t> m_searches{0};
 };
 
 static_assert(alignof(Worker) == 64, "per-worker data must be cache-line aligned");

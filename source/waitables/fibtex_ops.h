@@ -39,8 +39,8 @@ public:
         mutex.m_backoffStart.store(static_cast<std::uint8_t>(level), std::memory_order_relaxed);
     }
     // Locks taken, process-wide, at a look brought forward because a worker
-    // went idle (the LockWatchesIdle mechanism, fibtex.cpp).
-    static std::uint64_t IdleLookAcquisitions();
+    // ran out of work of its own (the LockWatchesIdle mechanism, fibtex.cpp).
+    static std::uint64_t WatchedLookAcquisitions();
     static unsigned MaxBackoffLevel();
     static unsigned MaxHotBackoffLevel();
 };

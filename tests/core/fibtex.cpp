@@ -540,7 +540,7 @@ TEST_CASE("A waiter on a hot lock takes it as soon as the holder's worker goes i
         ftl::TaskScheduler ts;
         REQUIRE(ftl::detail::InitWithMechanisms(ts, Options(2), mechanisms) == 0);
         ftl::Fibtex mutex(&ts);
-        std::uint64_t const before = ftl::detail::FibtexOps::IdleLookAcquisitions();
+        std::uint64_t const before = ftl::detail::FibtexOps::WatchedLookAcquisitions();
         unsigned value = 0;          // guarded by mutex
         std::vector<unsigned> order; // who took the lock, in order (guarded by mutex)
         for (unsigned round = 0; round < kRounds; ++round) {
@@ -580,11 +580,84 @@ TEST_CASE("A waiter on a hot lock takes it as soon as the holder's worker goes i
         for (unsigned i = 0; i < order.size(); ++i) {
             REQUIRE(order[i] == (i % 2 == 0 ? 1u : 0u));
         }
-        std::uint64_t const early = ftl::detail::FibtexOps::IdleLookAcquisitions() - before;
+        std::uint64_t const early = ftl::detail::FibtexOps::WatchedLookAcquisitions() - before;
         CAPTURE(early);
         if (watch) {
             // A look brought forward can lose to the waiter's own look only
             // when going idle takes longer than 2^16 pauses.
+            REQUIRE(early >= kRounds / 2);
+        } else {
+            REQUIRE(early == 0);
+        }
+    }
+}
+
+// The same watch sees a worker run out of work of its own and go to steal: a
+// thief whose stolen tasks ran out leaves the lock free while it steals the
+// next ones. Here the holder's worker, its task done, steals a task that
+// keeps it busy far longer than the waiter's rare looks, so it goes idle
+// only long after: a waiter that watched idle starts alone would take the
+// lock at its own look, never at one brought forward.
+TEST_CASE("A waiter on a hot lock takes it as soon as the holder's worker goes to steal", "[fibtex]") {
+    constexpr unsigned kRounds = 10;
+    constexpr unsigned kRareLevel = 16;
+    for (bool const watch : {true, false}) {
+        CAPTURE(watch);
+        ftl::detail::Mechanisms mechanisms;
+        mechanisms.LockWatchesIdle = watch;
+        ftl::TaskScheduler ts;
+        REQUIRE(ftl::detail::InitWithMechanisms(ts, Options(2), mechanisms) == 0);
+        ftl::Fibtex mutex(&ts);
+        std::uint64_t const before = ftl::detail::FibtexOps::WatchedLookAcquisitions();
+        unsigned value = 0;          // guarded by mutex
+        std::vector<unsigned> order; // who took the lock, in order (guarded by mutex)
+        std::atomic<unsigned> busyRuns{0};
+        for (unsigned round = 0; round < kRounds; ++round) {
+            ftl::detail::FibtexOps::SetBackoffStart(mutex, kRareLevel);
+            std::atomic<bool> held{false};
+            std::atomic<bool> waiting{false};
+            ftl::TaskCounter done(&ts);
+            auto holder = [&](ftl::TaskScheduler *) {
+                mutex.lock();
+                order.push_back(1);
+                held.store(true);
+                while (!waiting.load()) {
+                    std::this_thread::yield();
+                }
+                std::this_thread::sleep_for(std::chrono::milliseconds(2));
+                ++value;
+                mutex.unlock();
+            };
+            // On the waiter's worker, which spins in lock_spin until it has
+            // the lock: only the holder's worker can take it before then.
+            auto busy = [&](ftl::TaskScheduler *) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                busyRuns.fetch_add(1);
+            };
+            auto waiter = [&](ftl::TaskScheduler *taskScheduler) {
+                while (!held.load()) {
+                    std::this_thread::yield();
+                }
+                taskScheduler->AddTask(busy, ftl::TaskPriority::Normal, &done);
+                waiting.store(true);
+                mutex.lock_spin(false, 1u << 30); // never parks
+                order.push_back(0);
+                ++value;
+                mutex.unlock();
+            };
+            ts.AddPinnedTask(1, holder, ftl::TaskPriority::Normal, &done);
+            ts.AddPinnedTask(0, waiter, ftl::TaskPriority::Normal, &done);
+            ts.WaitForCounter(&done);
+        }
+        REQUIRE(value == 2 * kRounds);
+        REQUIRE(busyRuns.load() == kRounds);
+        REQUIRE(order.size() == 2 * kRounds);
+        for (unsigned i = 0; i < order.size(); ++i) {
+            REQUIRE(order[i] == (i % 2 == 0 ? 1u : 0u));
+        }
+        std::uint64_t const early = ftl::detail::FibtexOps::WatchedLookAcquisitions() - before;
+        CAPTURE(early);
+        if (watch) {
             REQUIRE(early >= kRounds / 2);
         } else {
             REQUIRE(early == 0);
