@@ -206,7 +206,7 @@ def pair_section(pair):
     factor = pair.get("serial_slow_factor")
     serial_note = "" if factor is None else (
         f" A round marked * ran while the single-thread probe (a locked increment on one core) read above "
-        f"{factor:g}x the run's fastest ({fmt(pair['fastest_serial_ns'])} ns): the host ran single-thread code "
+        f"{factor:g}x the run's lower quartile ({fmt(pair['serial_base_ns'])} ns): the host ran single-thread code "
         "slower, which inflates the 1-worker figure more than the other, so the round stays out of the medians.")
 
     def state_cell(entry):
