@@ -524,81 +524,20 @@ TEST_CASE("Waits on a lock its holder keeps relocking make the next waiter look 
     REQUIRE(ftl::detail::FibtexOps::BackoffStart(mutex) == expected);
 }
 
-// Between its rare looks at a hot lock, a waiter watches the workers go idle
-// (the LockWatchesIdle mechanism): when the holder's task ends and its worker
-// finds nothing more to do, the waiter looks at once rather than at its next
-// look. The waiter here starts far above the hot levels (2^16 pauses between
-// looks), so that its own look comes long after the holder's worker went
-// idle, even where pauses are short (qemu) or going idle is slow (TSan).
-TEST_CASE("A waiter on a hot lock takes it as soon as the holder's worker goes idle", "[fibtex]") {
-    constexpr unsigned kRounds = 10;
-    constexpr unsigned kRareLevel = 16;
-    for (bool const watch : {true, false}) {
-        CAPTURE(watch);
-        ftl::detail::Mechanisms mechanisms;
-        mechanisms.LockWatchesIdle = watch;
-        ftl::TaskScheduler ts;
-        REQUIRE(ftl::detail::InitWithMechanisms(ts, Options(2), mechanisms) == 0);
-        ftl::Fibtex mutex(&ts);
-        std::uint64_t const before = ftl::detail::FibtexOps::WatchedLookAcquisitions();
-        unsigned value = 0;          // guarded by mutex
-        std::vector<unsigned> order; // who took the lock, in order (guarded by mutex)
-        for (unsigned round = 0; round < kRounds; ++round) {
-            ftl::detail::FibtexOps::SetBackoffStart(mutex, kRareLevel);
-            std::atomic<bool> held{false};
-            std::atomic<bool> waiting{false};
-            // Worker 1 holds the lock until the waiter is well into its wait,
-            // then ends its task, and has nothing more to run.
-            auto holder = [&](ftl::TaskScheduler *) {
-                mutex.lock();
-                order.push_back(1);
-                held.store(true);
-                while (!waiting.load()) {
-                    std::this_thread::yield();
-                }
-                std::this_thread::sleep_for(std::chrono::milliseconds(2));
-                ++value;
-                mutex.unlock();
-            };
-            auto waiter = [&](ftl::TaskScheduler *) {
-                while (!held.load()) {
-                    std::this_thread::yield();
-                }
-                waiting.store(true);
-                mutex.lock_spin(false, 1u << 30); // never parks
-                order.push_back(0);
-                ++value;
-                mutex.unlock();
-            };
-            ftl::TaskCounter done(&ts);
-            ts.AddPinnedTask(1, holder, ftl::TaskPriority::Normal, &done);
-            ts.AddPinnedTask(0, waiter, ftl::TaskPriority::Normal, &done);
-            ts.WaitForCounter(&done);
-        }
-        REQUIRE(value == 2 * kRounds);
-        REQUIRE(order.size() == 2 * kRounds);
-        for (unsigned i = 0; i < order.size(); ++i) {
-            REQUIRE(order[i] == (i % 2 == 0 ? 1u : 0u));
-        }
-        std::uint64_t const early = ftl::detail::FibtexOps::WatchedLookAcquisitions() - before;
-        CAPTURE(early);
-        if (watch) {
-            // A look brought forward can lose to the waiter's own look only
-            // when going idle takes longer than 2^16 pauses.
-            REQUIRE(early >= kRounds / 2);
-        } else {
-            REQUIRE(early == 0);
-        }
-    }
-}
+namespace {
 
-// The same watch sees a worker run out of work of its own and go to steal: a
-// thief whose stolen tasks ran out leaves the lock free while it steals the
-// next ones. Here the holder's worker, its task done, steals a task that
-// keeps it busy far longer than the waiter's rare looks, so it goes idle
-// only long after: a waiter that watched idle starts alone would take the
-// lock at its own look, never at one brought forward.
-TEST_CASE("A waiter on a hot lock takes it as soon as the holder's worker goes to steal", "[fibtex]") {
+// Rounds of a holder (a task pinned to worker 1) that keeps a hot lock until
+// the waiter (pinned to worker 0) is well into its wait, then ends its task;
+// checks who took the lock, in order, and how many of the waiter's
+// acquisitions came at a look the watch brought forward: at least half of
+// them with the watch, none without. The waiter starts far above the hot
+// levels (2^16 pauses between looks), so that its own look comes long after
+// the holder's worker ran out of work, even where pauses are short (qemu)
+// or that is slow (TSan). holderStealsAfter: the waiter first adds a task
+// to its own worker's deque, which the holder's worker, its task done,
+// steals and runs for 10 ms (it goes idle only long after); else the
+// holder's worker has nothing more to do and goes idle.
+void CheckWatchedLooks(bool holderStealsAfter) {
     constexpr unsigned kRounds = 10;
     constexpr unsigned kRareLevel = 16;
     for (bool const watch : {true, false}) {
@@ -628,8 +567,8 @@ TEST_CASE("A waiter on a hot lock takes it as soon as the holder's worker goes t
                 ++value;
                 mutex.unlock();
             };
-            // On the waiter's worker, which spins in lock_spin until it has
-            // the lock: only the holder's worker can take it before then.
+            // Added on the waiter's worker, which spins in lock_spin until it
+            // has the lock: only the holder's worker can take it before then.
             auto busy = [&](ftl::TaskScheduler *) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(10));
                 busyRuns.fetch_add(1);
@@ -638,7 +577,9 @@ TEST_CASE("A waiter on a hot lock takes it as soon as the holder's worker goes t
                 while (!held.load()) {
                     std::this_thread::yield();
                 }
-                taskScheduler->AddTask(busy, ftl::TaskPriority::Normal, &done);
+                if (holderStealsAfter) {
+                    taskScheduler->AddTask(busy, ftl::TaskPriority::Normal, &done);
+                }
                 waiting.store(true);
                 mutex.lock_spin(false, 1u << 30); // never parks
                 order.push_back(0);
@@ -650,7 +591,7 @@ TEST_CASE("A waiter on a hot lock takes it as soon as the holder's worker goes t
             ts.WaitForCounter(&done);
         }
         REQUIRE(value == 2 * kRounds);
-        REQUIRE(busyRuns.load() == kRounds);
+        REQUIRE(busyRuns.load() == (holderStealsAfter ? kRounds : 0u));
         REQUIRE(order.size() == 2 * kRounds);
         for (unsigned i = 0; i < order.size(); ++i) {
             REQUIRE(order[i] == (i % 2 == 0 ? 1u : 0u));
@@ -663,6 +604,24 @@ TEST_CASE("A waiter on a hot lock takes it as soon as the holder's worker goes t
             REQUIRE(early == 0);
         }
     }
+}
+
+} // namespace
+
+// Between its rare looks at a hot lock, a waiter watches the workers run out
+// of work of their own (the LockWatchesIdle mechanism): when the holder's
+// task ends and its worker finds nothing more to do, the waiter looks at
+// once rather than at its next look.
+TEST_CASE("A waiter on a hot lock takes it as soon as the holder's worker goes idle", "[fibtex]") {
+    CheckWatchedLooks(false);
+}
+
+// The same watch sees a worker go to steal: a thief whose stolen tasks ran
+// out leaves the lock free while it steals the next ones. A waiter that
+// watched idle starts alone would here take the lock at its own look, never
+// at one brought forward.
+TEST_CASE("A waiter on a hot lock takes it as soon as the holder's worker goes to steal", "[fibtex]") {
+    CheckWatchedLooks(true);
 }
 
 namespace {
