@@ -1257,15 +1257,17 @@ int main(int argc, char **argv) {
         "\nMedians; in parentheses each system's median over ftl's (above 1: ftl is faster).\n"
         "n/a: the peer is not in this build (not found at configure time; sanitizer builds leave peers\n"
         "out); -: the system has no such workload.\n\n");
-    double const fastProbe = std::min(table.FastestProbe() > 0 ? table.FastestProbe() : 1e300,
-                                      featureTable.FastestProbe() > 0 ? featureTable.FastestProbe() : 1e300);
-    table.Print(stdout, fastProbe < 1e300 ? fastProbe : 0);
+    std::vector<double> probes = table.Probes();
+    std::vector<double> const featureProbes = featureTable.Probes();
+    probes.insert(probes.end(), featureProbes.begin(), featureProbes.end());
+    double const fastProbe = bench::ProbeBase(probes);
+    table.Print(stdout, fastProbe);
     if (options.Features) {
         std::printf("\nftl with one scheduling mechanism off; medians, in parentheses over \"all on\"\n"
                     "(above 1: the mechanism helps on this workload); on a timed workload, over the\n"
                     "all-on pool measured beside it in the same process, their runs in turn (the \"all on\"\n"
                     "column is the main table's cell):\n\n");
-        featureTable.Print(stdout, fastProbe < 1e300 ? fastProbe : 0);
+        featureTable.Print(stdout, fastProbe);
         std::printf("\nftl with one mechanism off, every measurement:\n");
         featureTable.PrintDetails(stdout);
     }

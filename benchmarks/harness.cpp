@@ -518,10 +518,13 @@ std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const
         }
     }
     // After the pools are gone, so that their threads do not share the cores
-    // with the probe (a spinning pool would).
+    // with the probe (a spinning pool would), and after any thread a runtime
+    // keeps for the process's life has stopped spinning (libgomp's: OpenMP's
+    // probes after its runs read 2.5x the others without this).
     while (!subjects.empty()) {
         subjects.pop_back();
     }
+    QuietGap();
     double const probeAfter = CrossCoreProbe();
     std::snprintf(line, sizeof line, "probe %.17g %.17g %.17g %.17g\n", probeBefore, probeAfter, serialBefore,
                   SerialProbe());
@@ -901,18 +904,26 @@ bool Table::AllOk() const {
     return true;
 }
 
-double Table::FastestProbe() const {
-    double fastest = 0;
+std::vector<double> Table::Probes() const {
+    std::vector<double> probes;
     for (Row const &row : m_rows) {
         for (Cell const &cell : row.Cells) {
             for (double const probe : {cell.ProbeBefore, cell.ProbeAfter}) {
-                if (cell.Status == Cell::State::Measured && probe > 0 && (fastest == 0 || probe < fastest)) {
-                    fastest = probe;
+                if (cell.Status == Cell::State::Measured && probe > 0) {
+                    probes.push_back(probe);
                 }
             }
         }
     }
-    return fastest;
+    return probes;
+}
+
+double ProbeBase(std::vector<double> probes) {
+    if (probes.empty()) {
+        return 0;
+    }
+    std::sort(probes.begin(), probes.end());
+    return probes[(probes.size() - 1) / 4];
 }
 
 void Table::Print(std::FILE *out, double fastProbe) const {
@@ -982,7 +993,7 @@ void Table::Print(std::FILE *out, double fastProbe) const {
         std::fprintf(
             out,
             "* measured while a cache-line round trip between the two first cores took more than %.1fx\n"
-            "  the run's fastest (%s ns): the host had placed the virtual CPUs further apart, and\n"
+            "  the run's lower quartile (%s ns): the host had placed the virtual CPUs further apart, and\n"
             "  hand-offs between cores cost more; compare such a figure only with others so marked.\n",
             kSlowPlacement, FormatValue(fastProbe).c_str());
     }
