@@ -229,25 +229,27 @@ double MedianOf(bench::Table const &table, std::string const &figure, std::strin
     return cell != nullptr && cell->Status == bench::Cell::State::Measured ? cell->Figure.Median : -1;
 }
 
-// The peer with the lowest median on `figure` (-1 and "" when none was
-// measured), and its cell when `bestCell` is given; only cells `eligible`
-// takes, when it is given.
-std::pair<double, std::string> BestPeer(bench::Table const &table, std::vector<std::string> const &figures,
-                                        bench::Cell const **bestCell = nullptr,
-                                        std::function<bool(bench::Cell const &)> const &eligible = nullptr) {
-    std::pair<double, std::string> best{-1, ""};
+// The peer with the lowest median on one of `figures`.
+struct PeerBest {
+    double Median = -1;                // -1: no peer measured
+    std::string Name;                  // "oneTBB (its primitive)"
+    std::string Column;                // "oneTBB"
+    bench::Cell const *Cell = nullptr; // its cell
+};
+
+// Only cells `eligible` takes, when it is given.
+PeerBest BestPeer(bench::Table const &table, std::vector<std::string> const &figures,
+                  std::function<bool(bench::Cell const &)> const &eligible = nullptr) {
+    PeerBest best;
     for (std::string const &figure : figures) {
         for (char const *peer : kPeers) {
             double const median = MedianOf(table, figure, peer);
             if (median >= 0 && eligible && !eligible(*table.Find(figure, peer))) {
                 continue;
             }
-            if (median >= 0 && (best.first < 0 || median < best.first)) {
+            if (median >= 0 && (best.Median < 0 || median < best.Median)) {
                 bench::Cell const *cell = table.Find(figure, peer);
-                best = {median, std::string(peer) + " (" + cell->Primitive + ")"};
-                if (bestCell != nullptr) {
-                    *bestCell = cell;
-                }
+                best = PeerBest{median, std::string(peer) + " (" + cell->Primitive + ")", peer, cell};
             }
         }
     }
@@ -364,18 +366,6 @@ std::string PeerKey(std::string const &figure, std::string const &peer) {
     return figure + " " + peer;
 }
 
-// The peer (column name) with the lowest median on `figure`, "" when none.
-std::string BestPeerColumn(bench::Table const &table, std::string const &figure) {
-    std::string best;
-    for (char const *peer : kPeers) {
-        double const median = MedianOf(table, figure, peer);
-        if (median >= 0 && (best.empty() || median < MedianOf(table, figure, best))) {
-            best = peer;
-        }
-    }
-    return best;
-}
-
 std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, unsigned threads,
                                         TogetherMap const &together, PeerTogetherMap const &peerTogether) {
     auto const measuredTogether = [&together](char const *id) -> Together const * {
@@ -390,17 +380,17 @@ std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, unsigned thre
     std::vector<TargetVerdict> verdicts;
     for (char const *figure : {"W1", "W2", "W3"}) {
         double const ftlCell = MedianOf(table, figure, "ftl");
-        auto const [peerCell, name] = BestPeer(table, {figure});
-        if (ftlCell <= 0 || peerCell < 0) {
+        PeerBest const best = BestPeer(table, {figure});
+        if (ftlCell <= 0 || best.Median < 0) {
             continue; // not measured in this run (needs ftl and a peer)
         }
-        Together const *both = measuredWithPeer(figure, BestPeerColumn(table, figure));
+        Together const *both = measuredWithPeer(figure, best.Column);
         double const ftl = both != nullptr ? both->First : ftlCell;
-        double const peer = both != nullptr ? both->Second : peerCell;
+        double const peer = both != nullptr ? both->Second : best.Median;
         verdicts.push_back(TargetVerdict{
-            Format("%s: best peer %s %s, ftl %s: ftl %.2fx faster%s; target >= 1.5x", figure, name.c_str(),
-                   bench::FormatValue(peer).c_str(), bench::FormatValue(ftl).c_str(), peer / ftl,
-                   both != nullptr ? TogetherIn(*both).c_str() : ""),
+            Format("%s: best peer %s %s, ftl %s: ftl %.2fx faster%s; target >= 1.5x", figure,
+                   best.Name.c_str(), bench::FormatValue(peer).c_str(), bench::FormatValue(ftl).c_str(),
+                   peer / ftl, both != nullptr ? TogetherIn(*both).c_str() : ""),
             peer / ftl >= 1.5});
     }
     for (auto const &[closure, lineage] :
@@ -436,17 +426,16 @@ std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, unsigned thre
         }
     }
     {
-        bench::Cell const *peerCell = nullptr;
-        auto const [peerMedian, name] = BestPeer(table, {"W4"}, &peerCell);
-        Together const *both = measuredWithPeer("W4", BestPeerColumn(table, "W4"));
+        PeerBest const best = BestPeer(table, {"W4"});
+        Together const *both = measuredWithPeer("W4", best.Column);
         double const ftl = both != nullptr ? both->First : MedianOf(table, "W4", "ftl");
-        double const peer = both != nullptr ? both->Second : peerMedian;
+        double const peer = both != nullptr ? both->Second : best.Median;
         if (ftl > 0 && peer >= 0) {
             verdicts.push_back(TargetVerdict{
-                Format("W4: best peer %s %s ns, ftl %s ns = %.2f of it%s; target <= 0.50", name.c_str(),
+                Format("W4: best peer %s %s ns, ftl %s ns = %.2f of it%s; target <= 0.50", best.Name.c_str(),
                        bench::FormatValue(peer).c_str(), bench::FormatValue(ftl).c_str(), ftl / peer,
                        both != nullptr ? TogetherIn(*both).c_str()
-                                       : MeasuredIn(table.Find("W4", "ftl"), peerCell, "the peer").c_str()),
+                                       : MeasuredIn(table.Find("W4", "ftl"), best.Cell, "the peer").c_str()),
                 ftl <= 0.5 * peer});
         }
     }
@@ -473,8 +462,8 @@ std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, unsigned thre
         }
         double const ftl = MedianOf(table, "W5", "ftl");
         bench::Cell const *ftlCell = table.Find("W5", "ftl");
-        bench::Cell const *peerCell = nullptr;
-        auto const [peer, name] = BestPeer(table, {"W5", "W5b"}, &peerCell, spread);
+        PeerBest const best = BestPeer(table, {"W5", "W5b"}, spread);
+        double const peer = best.Median;
         if (ftl > 0 && !spread(*ftlCell)) {
             verdicts.push_back(TargetVerdict{
                 Format(
@@ -485,8 +474,8 @@ std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, unsigned thre
         } else if (ftl > 0 && peer >= 0) {
             verdicts.push_back(TargetVerdict{
                 Format("W5: fastest peer mutex %s %s ns, ftl Fibtex %s ns = %.2fx%s%s; target <= 1.00x",
-                       name.c_str(), bench::FormatValue(peer).c_str(), bench::FormatValue(ftl).c_str(),
-                       ftl / peer, MeasuredIn(ftlCell, peerCell, "the peer").c_str(), leftOut.c_str()),
+                       best.Name.c_str(), bench::FormatValue(peer).c_str(), bench::FormatValue(ftl).c_str(),
+                       ftl / peer, MeasuredIn(ftlCell, best.Cell, "the peer").c_str(), leftOut.c_str()),
                 ftl <= peer});
         } else if (ftl > 0 && !leftOut.empty()) {
             verdicts.push_back(TargetVerdict{
@@ -793,8 +782,7 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
             serials.push_back(row.Serial);
         }
     }
-    std::sort(serials.begin(), serials.end());
-    double const serialBase = serials.empty() ? 0 : serials[(serials.size() - 1) / 4];
+    double const serialBase = bench::LowerQuartile(serials);
     auto const serialSlow = [serialBase](double serial) {
         return serialBase > 0 && serial > kSerialSlowFactor * serialBase;
     };
@@ -1200,8 +1188,8 @@ int main(int argc, char **argv) {
     {
         std::vector<std::pair<std::string, std::string>> pairs; // figure, peer
         for (char const *figure : {"W1", "W2", "W3", "W4"}) {
-            if (std::string const peer = BestPeerColumn(table, figure); !peer.empty()) {
-                pairs.emplace_back(figure, peer);
+            if (PeerBest const best = BestPeer(table, {figure}); best.Median >= 0) {
+                pairs.emplace_back(figure, best.Column);
             }
         }
         for (bench::Table::Row const &row : table.Rows()) {
@@ -1260,7 +1248,7 @@ int main(int argc, char **argv) {
     std::vector<double> probes = table.Probes();
     std::vector<double> const featureProbes = featureTable.Probes();
     probes.insert(probes.end(), featureProbes.begin(), featureProbes.end());
-    double const fastProbe = bench::ProbeBase(probes);
+    double const fastProbe = bench::LowerQuartile(probes);
     table.Print(stdout, fastProbe);
     if (options.Features) {
         std::printf("\nftl with one scheduling mechanism off; medians, in parentheses over \"all on\"\n"

@@ -918,12 +918,12 @@ std::vector<double> Table::Probes() const {
     return probes;
 }
 
-double ProbeBase(std::vector<double> probes) {
-    if (probes.empty()) {
+double LowerQuartile(std::vector<double> values) {
+    if (values.empty()) {
         return 0;
     }
-    std::sort(probes.begin(), probes.end());
-    return probes[(probes.size() - 1) / 4];
+    std::sort(values.begin(), values.end());
+    return values[(values.size() - 1) / 4];
 }
 
 void Table::Print(std::FILE *out, double fastProbe) const {

@@ -297,7 +297,7 @@ public:
 
     // Median per cell, the ratio to the first column beside it (to the
     // cell's PairedReference when it has one). A cell whose
-    // cross-core probe was above kSlowPlacement x fastProbe (ProbeBase) gets a '*'.
+    // cross-core probe was above kSlowPlacement x fastProbe (the run's LowerQuartile) gets a '*'.
     void Print(std::FILE *out, double fastProbe) const;
     // Median, min, max, the probe and the primitive, one line per measured cell.
     void PrintDetails(std::FILE *out) const;
@@ -322,13 +322,14 @@ private:
 
 // See Table::Print. On the 2-core AMD VM the probe sits at 60-100 ns while
 // the host keeps the two virtual CPUs close and at 300-350 ns when it does
-// not: 2.5x the run's lower quartile (ProbeBase) separates the two. Not the
+// not: 2.5x the run's lower quartile (LowerQuartile) separates the two. Not the
 // fastest: on the Intel host the probe reads 150-250 ns, and a handful of
 // readings at 50-65 ns in a full run put 2.5x the fastest below that and
 // marked every cell.
 constexpr double kSlowPlacement = 2.5;
-// The lower quartile of `probes` (0: none).
-double ProbeBase(std::vector<double> probes);
+// The lower quartile of `values` (0: none): the cross-core probe the table's
+// '*' is relative to, and the single-thread probe the pair's is.
+double LowerQuartile(std::vector<double> values);
 
 std::string JsonString(std::string const &text);
 // Formats a figure with 3-4 significant digits.

@@ -120,7 +120,7 @@ SLOW_PLACEMENT = 2.5  # as kSlowPlacement in harness.h
 
 
 def probe_base(data):
-    """The probe the * is relative to: the lower quartile of the run's (as ProbeBase in harness.h)."""
+    """The probe the * is relative to: the lower quartile of the run's (as LowerQuartile in harness.h)."""
     probes = sorted(p for key in ("results", "features") for cell in data.get(key, [])
                     if cell.get("status") == "ok" for p in cell.get("cross_core_ns", []) if p > 0)
     return probes[(len(probes) - 1) // 4] if probes else 0
