@@ -176,7 +176,7 @@ Worker *Worker::Idle(Fiber *self) {
     if (scheduler.Quitting()) {
         return ExitThread(self);
     }
-    CountSearch();
+    // (No search to count: the steal that found nothing counted it.)
     IdleHooks hooks(*this);
     std::uint64_t const idleFrom = NowNs();
     m_idleSinceNs.store(idleFrom, std::memory_order_relaxed);
@@ -486,8 +486,9 @@ bool Worker::Steal(TaskItem &item) {
         return false;
     }
     // Before the steal: a thief that just ended a task holding a Fibtex
-    // leaves the lock free while it steals, and the lock's waiter, between
-    // its rare looks, sees this and takes it (fibtex.cpp, kWatchLevel).
+    // leaves the lock free while it steals (and, finding nothing, goes idle),
+    // and the lock's waiter, between its rare looks, sees this and takes it
+    // (fibtex.cpp, kWatchLevel).
     CountSearch();
     bool const tasks = MayStealTasks(); // always, with the backoff off
     unsigned const start = NextRandom() % n;

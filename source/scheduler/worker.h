@@ -345,8 +345,9 @@ private:
     std::atomic<std::uint64_t> m_failedSteals{0};
     std::atomic<std::uint64_t> m_idleNs{0};
     std::atomic<std::uint64_t> m_idleSinceNs{0}; // 0: not idle now
-    // Times this worker ran out of work of its own: went to steal (Steal),
-    // or idle (Idle). The waiter on a hot Fibtex watches it
+    // Times this worker ran out of work of its own and went to steal (Steal;
+    // it goes idle only after a steal that found nothing, so that counts
+    // going idle too). The waiter on a hot Fibtex watches it
     // (Scheduler::Searches): the holder's worker may have left the lock. On a
     // line of its own that the owner writes only then, so the watching costs
     // a worker that runs its own tasks nothing.
