@@ -656,10 +656,28 @@ public:
         }
         m_starts.assign(total, 0);
         m_taken.store(0, std::memory_order_relaxed);
+        m_warmedUp.store(0, std::memory_order_relaxed);
         ftl::TaskCounter done(m_scheduler.Get());
         done.Add(1); // the driver's share, released when it has added its last task
         ftl::TaskCounter *counters[2] = {&done, m_pairedLife};
         std::thread driver([this, total, &done, &counters] {
+            // The driver stands for a long-lived adder, but it is a new
+            // thread each run, and a new thread's first busy spell is not
+            // cut short by the worker it woke on its CPU: every run's first
+            // W8b sample took the whole kBusyAfterAdd (32 runs of 32), and
+            // it always went to the first scheduler. So it first adds one
+            // unmeasured task to each scheduler, as it adds the probes.
+            for (unsigned which = 0; which < m_schedulers; ++which) {
+                std::this_thread::sleep_for(kWakeGap);
+                m_targets[which]->AddTask(ftl::Task{WarmUpTask, this}, ftl::TaskPriority::Normal,
+                                          counters[which]);
+                if (kBusyAdder) {
+                    StayBusyAfterAdd();
+                }
+                while (m_warmedUp.load(std::memory_order_acquire) <= which) {
+                    std::this_thread::sleep_for(std::chrono::microseconds(50));
+                }
+            }
             for (unsigned i = 0; i < total; ++i) {
                 std::this_thread::sleep_for(kWakeGap);
                 // The previous probe ran long ago; make sure before m_probe is reused.
@@ -750,6 +768,10 @@ private:
         self->m_taken.fetch_add(1, std::memory_order_release);
     }
 
+    static void WarmUpTask(ftl::TaskScheduler * /*taskScheduler*/, void *arg) {
+        static_cast<WakeLatency *>(arg)->m_warmedUp.fetch_add(1, std::memory_order_release);
+    }
+
     // Waits until the probe before sample `next` (in the driver's order) has run.
     void WaitForSample(unsigned next) const {
         while (m_taken.load(std::memory_order_acquire) < next) {
@@ -774,7 +796,8 @@ private:
     Probe m_probe{nullptr, 0, 0, 0};
     std::vector<std::int64_t> m_starts;
     std::vector<std::atomic<std::int64_t>> m_latencies[2];
-    std::atomic<unsigned> m_taken{0}; // probes that have run
+    std::atomic<unsigned> m_taken{0};    // probes that have run
+    std::atomic<unsigned> m_warmedUp{0}; // the driver's unmeasured tasks that have run
 };
 
 // M1 ---------------------------------------------------------------------------
