@@ -29,6 +29,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <random>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -697,6 +698,64 @@ bool MeasureInterleaved(bench::Config const &config, bench::Sizes sizes, unsigne
     return true;
 }
 
+// A figure that is a percentile of samples, with each run's samples at
+// both sizes.
+struct Sampled {
+    double Percentile = 0; // 0: not such a figure
+    std::vector<std::vector<double>> One;
+    std::vector<std::vector<double>> More;
+};
+
+// The ratio of the pooled percentiles (More over One) and its 95% interval
+// from resampling whole runs with replacement, the same runs at both sizes.
+// Whole runs: the host's slow spells last many samples, so samples within a
+// run are not independent; the same runs: both pools took their samples in
+// turn within a run, and share its second's noise. A p99 of 200 samples is
+// their third highest: W8's ratio of the two pools' p99s read 0.57 to 1.62
+// over 60 runs of one build (the 10th to the 90th percentile), and a
+// state's 21 runs of a 6-round run (4,200 samples a pool) still left it the
+// interval 0.83-1.22.
+struct PooledRatio {
+    double Ratio = 0;
+    double Difference = 0; // more minus one
+    double Low = 0;
+    double High = 0;
+};
+
+PooledRatio RatioOfPooled(Sampled const &samples) {
+    constexpr unsigned kResamples = 400;
+    std::vector<std::vector<double>> const &one = samples.One;
+    std::vector<std::vector<double>> const &more = samples.More;
+    double const percentile = samples.Percentile;
+    PooledRatio result;
+    double const base = bench::PooledPercentile(one, percentile);
+    double const top = bench::PooledPercentile(more, percentile);
+    result.Ratio = base > 0 ? top / base : 0;
+    result.Difference = top - base;
+    if (one.empty() || one.size() != more.size()) {
+        result.Low = result.High = result.Ratio;
+        return result;
+    }
+    std::mt19937 random(12345); // the same interval for the same samples
+    std::uniform_int_distribution<std::size_t> pick(0, one.size() - 1);
+    std::vector<std::vector<double>> ones(one.size());
+    std::vector<std::vector<double>> mores(one.size());
+    std::vector<double> ratios;
+    for (unsigned i = 0; i < kResamples; ++i) {
+        for (std::size_t run = 0; run < one.size(); ++run) {
+            std::size_t const from = pick(random);
+            ones[run] = one[from];
+            mores[run] = more[from];
+        }
+        if (double const resampled = bench::PooledPercentile(ones, percentile); resampled > 0) {
+            ratios.push_back(bench::PooledPercentile(mores, percentile) / resampled);
+        }
+    }
+    result.Low = bench::PercentileOf(ratios, 2.5);
+    result.High = bench::PercentileOf(ratios, 97.5);
+    return result;
+}
+
 // --threads-pair: ftl alone, at one worker and at `more`, round by round
 // (which goes first alternates, so that drift cancels), each figure's
 // median at both and their ratio, with the host's state from the probes of
@@ -725,6 +784,10 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
         double Probe;        // the highest of the four probes around the pair
         double Serial;       // the highest of the four single-thread probes
         std::size_t Order;   // the workload's place in the list: the table lists rounds by workload
+        // A percentile of samples (Figure::Percentile), with each run's
+        // samples at both sizes: One and More are then the percentile of the
+        // round's runs pooled, and a state's ratio that of its rounds' runs.
+        Sampled Samples;
     };
     std::vector<Row> rows;
     bool failed = false;
@@ -751,11 +814,19 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
             double const serial = std::max({measured[0].SerialBefore, measured[0].SerialAfter,
                                             measured[1].SerialBefore, measured[1].SerialAfter});
             for (std::size_t i = 0; i < workload.Figures.size(); ++i) {
-                rows.push_back(Row{workload.Figures[i].Id, workload.Figures[i].Unit, round + 1,
-                                   measured[0].Figures[i].Median, measured[1].Figures[i].Median,
-                                   cores.empty() ? -1 : cores[i].first, cores.empty() ? -1 : cores[i].second,
-                                   firstShare, probe, serial,
-                                   static_cast<std::size_t>(&workload - workloads.data())});
+                bench::Stats const &one = measured[0].Figures[i];
+                bench::Stats const &most = measured[1].Figures[i];
+                rows.push_back(Row{workload.Figures[i].Id, workload.Figures[i].Unit, round + 1, one.Median,
+                                   most.Median, cores.empty() ? -1 : cores[i].first,
+                                   cores.empty() ? -1 : cores[i].second, firstShare, probe, serial,
+                                   static_cast<std::size_t>(&workload - workloads.data()), Sampled{}});
+                double const percentile = workload.Figures[i].Percentile;
+                if (percentile > 0 && !one.Samples.empty() && one.Samples.size() == most.Samples.size()) {
+                    Row &row = rows.back();
+                    row.Samples = Sampled{percentile, one.Samples, most.Samples};
+                    row.One = bench::PooledPercentile(one.Samples, percentile);
+                    row.More = bench::PooledPercentile(most.Samples, percentile);
+                }
             }
         }
     }
@@ -787,24 +858,27 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
         return serialBase > 0 && serial > kSerialSlowFactor * serialBase;
     };
     std::printf(
-        "ftl at 1 worker and at %u workers, %u round%s, medians of %u repetitions; state: slow when the\n"
-        "cross-core probe (the highest of the four around a pair) is above %.0f ns; *: the single-thread\n"
-        "probe read above %.1fx the run's lower quartile (%s ns), and the round is left out of the medians;\n"
-        "the pools run in one process and take their runs in turn (W8, W8b: samples), except for the\n"
-        "self-measured figures without such a fixture (W7, W7s, W7t, T1, M1, S1), each pool on a thread\n"
-        "of its own; a timed workload's 1 worker is a 1-worker pool on each of the first two CPUs (the\n"
-        "host runs one vCPU up to 1.5x slower than the other for seconds at a time), their figures\n"
-        "weighed by the share of its tasks the larger pool ran on the first (last columns; halves when\n"
-        "it has more than 2 workers or ran fewer than %u tasks)\n\n",
+        "ftl at 1 worker and at %u workers, %u round%s, medians of %u repetitions (W8, W8b: the figure of\n"
+        "every run's samples pooled); state: slow when the cross-core probe (the highest of the four\n"
+        "around a pair) is above %.0f ns; *: the single-thread probe read above %.1fx the run's lower\n"
+        "quartile (%s ns), and the round is left out of the medians; the pools run in one process and\n"
+        "take their runs in turn (W8, W8b: samples), except for the self-measured figures without such\n"
+        "a fixture (W7, W7s, W7t, T1, M1, S1), each pool on a thread of its own; a timed workload's 1\n"
+        "worker is a 1-worker pool on each of the first two CPUs (the host runs one vCPU up to 1.5x\n"
+        "slower than the other for seconds at a time), their figures weighed by the share of its tasks\n"
+        "the larger pool ran on the first (last columns; halves when it has more than 2 workers or ran\n"
+        "fewer than %u tasks)\n\n",
         more, rounds, rounds == 1 ? "" : "s", config.Repetitions, kSlowProbeNs, kSerialSlowFactor,
         bench::FormatValue(serialBase).c_str(), static_cast<unsigned>(kWeighedTasks));
     std::printf("  %-8s %-14s %5s %12s %12s %8s %10s %10s %5s  %-25s %s\n", "figure", "unit", "round",
                 "1 worker", std::to_string(more).append(" workers").c_str(), "ratio", "probe ns", "1-thread",
                 "state", "1 worker on CPU 1st / 2nd", "tasks on the 1st");
     // The target, per state: no figure whose median ratio over that state's
-    // rounds is above 1.
+    // rounds (a figure from samples: the ratio of their pooled runs) is above 1.05.
     std::map<std::string, std::map<bool, std::vector<double>>> ratios;
     std::map<std::string, std::map<bool, std::vector<double>>> differences;
+    // A percentile of samples: every run of the state's rounds, at each size.
+    std::map<std::string, std::map<bool, Sampled>> pools;
     std::map<std::string, std::string> units;
     for (Row const &row : rows) {
         double const ratio = row.One > 0 ? row.More / row.One : 0;
@@ -812,6 +886,12 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
         if (!serialSlow(row.Serial)) {
             ratios[row.Figure][slow(row.Probe)].push_back(ratio);
             differences[row.Figure][slow(row.Probe)].push_back(row.More - row.One);
+            if (row.Samples.Percentile > 0) {
+                Sampled &pool = pools[row.Figure][slow(row.Probe)];
+                pool.Percentile = row.Samples.Percentile;
+                pool.One.insert(pool.One.end(), row.Samples.One.begin(), row.Samples.One.end());
+                pool.More.insert(pool.More.end(), row.Samples.More.begin(), row.Samples.More.end());
+            }
         }
         std::string const cores = row.OneFirstCpu < 0 ? "-"
                                                       : bench::FormatValue(row.OneFirstCpu) + " / " +
@@ -825,7 +905,10 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
                     bench::FormatValue(row.Serial).c_str(), slow(row.Probe) ? "slow" : "fast",
                     serialSlow(row.Serial) ? "*" : "", cores.c_str(), share.c_str());
     }
-    std::printf("\nMedian ratio per state (%u workers over 1; above 1: slower with more workers):\n", more);
+    std::printf("\nMedian ratio per state (%u workers over 1; above 1: slower with more workers); a figure\n"
+                "from samples (W8, W8b) is the ratio of the percentile of all the state's runs pooled,\n"
+                "then its 95%% interval from resampling whole runs:\n",
+                more);
     std::vector<std::string> slower;
     std::string medianJson;
     for (auto const &[figure, unit] : units) {
@@ -842,18 +925,33 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
                 medianJson += Format(", \"%s\": null", name);
                 continue;
             }
-            double const median = bench::MedianOf(found->second);
-            double const difference = bench::MedianOf(differences.at(figure).at(state));
-            line += Format(" %s %.3f", name, median);
+            double median = bench::MedianOf(found->second);
+            double difference = bench::MedianOf(differences.at(figure).at(state));
+            std::string interval;
+            std::string within; // a pooled ratio's interval, when it reaches 1
+            if (auto const pool = pools.find(figure); pool != pools.end() && pool->second.count(state) != 0) {
+                Sampled const &samples = pool->second.at(state);
+                PooledRatio const pooled = RatioOfPooled(samples);
+                median = pooled.Ratio;
+                difference = pooled.Difference;
+                line += Format(" %s %.3f (%.2f-%.2f)", name, median, pooled.Low, pooled.High);
+                interval = Format(", \"pooled_runs\": %zu, \"interval\": [%.6g, %.6g]", samples.One.size(),
+                                  pooled.Low, pooled.High);
+                if (pooled.Low <= 1) {
+                    within = Format("; its interval, %.2f-%.2f, reaches 1", pooled.Low, pooled.High);
+                }
+            } else {
+                line += Format(" %s %.3f", name, median);
+            }
             // The target covers the W workloads; within 5% is run-to-run noise,
             // and so are idle-CPU differences under the floor.
             bool const idleNoise = unit == "cpu-s/2s" && difference < kIdleCpuFloor;
             bool const isSlower = figure[0] == 'W' && median > kSlowerRatio && !idleNoise;
             if (isSlower) {
-                slower.push_back(figure + (state ? " (slow)" : " (fast)"));
+                slower.push_back(figure + (state ? " (slow" : " (fast") + within + ")");
             }
-            medianJson += Format(", \"%s\": {\"ratio\": %.6g, \"difference\": %.6g, \"slower\": %s}", name,
-                                 median, difference, isSlower ? "true" : "false");
+            medianJson += Format(", \"%s\": {\"ratio\": %.6g, \"difference\": %.6g, \"slower\": %s%s}", name,
+                                 median, difference, isSlower ? "true" : "false", interval.c_str());
         }
         medianJson += "}";
         std::printf("%s\n", line.c_str());

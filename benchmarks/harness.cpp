@@ -58,13 +58,22 @@ double PercentileOf(std::vector<double> values, double p) {
     return values[rank - 1];
 }
 
+double PooledPercentile(std::vector<std::vector<double>> const &runs, double p) {
+    std::vector<double> all;
+    for (std::vector<double> const &run : runs) {
+        all.insert(all.end(), run.begin(), run.end());
+    }
+    return p == 50 ? MedianOf(std::move(all)) : PercentileOf(std::move(all), p);
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
 // The child reports on a pipe, one line each:
 //   probe <before> <after> <1-thread before> <1-thread after>   the probes (ns)
-//   figure <repetitions> <median> <min> <max>   one per figure, then
+//   figure <repetitions> <median> <min> <max>   one per figure, each followed by
+//   samples <value>...                           one per measured run, if the fixture reports them
 //   ok                                           or, instead of all that,
 //   fail <message>
 //   down                                         once the fixture (the pool) is destroyed
@@ -423,6 +432,8 @@ std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const
     // A paired workload lists the figures of each subject in turn.
     std::size_t const figureCount = workload.Figures.size() / subjects.size();
     std::vector<std::vector<double>> values(workload.Figures.size());
+    // Per figure, each measured run's samples (Fixture::MeasuredSamples).
+    std::vector<std::vector<std::vector<double>>> samples(workload.Figures.size());
     std::vector<double> shares;             // BusiestThreadShare of each measured run of the last subject
     std::vector<std::uint64_t> workerTasks; // the last subject's, summed over its measured runs
     // Runs one subject's workload once and records its figures (run 0, the
@@ -472,6 +483,15 @@ std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const
             }
             for (std::size_t i = 0; i < figureCount; ++i) {
                 into[i].push_back(figures[i]);
+            }
+            std::vector<std::vector<double>> const runSamples = fixture.MeasuredSamples();
+            if (!runSamples.empty() && runSamples.size() != figureCount) {
+                error = "fail the fixture reported samples for " + std::to_string(runSamples.size()) +
+                        " figures, expected " + std::to_string(figureCount) + "\n";
+                return;
+            }
+            for (std::size_t i = 0; i < runSamples.size(); ++i) {
+                samples[which * figureCount + i].push_back(runSamples[i]);
             }
         });
         if (paired) {
@@ -540,12 +560,21 @@ std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const
         }
         report += "\n";
     }
-    for (std::vector<double> const &figure : values) {
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        std::vector<double> const &figure = values[i];
         double const median = MedianOf(figure);
         double const min = figure.empty() ? 0 : *std::min_element(figure.begin(), figure.end());
         double const max = figure.empty() ? 0 : *std::max_element(figure.begin(), figure.end());
         std::snprintf(line, sizeof line, "figure %u %.17g %.17g %.17g\n", repetitions, median, min, max);
         report += line;
+        for (std::vector<double> const &run : samples[i]) {
+            report += "samples";
+            for (double const value : run) {
+                std::snprintf(line, sizeof line, " %.6g", value);
+                report += line;
+            }
+            report += "\n";
+        }
     }
     return report + "ok\n";
 }
@@ -709,7 +738,8 @@ Measurement MeasureIsolated(Config const &config, Sizes const &sizes, Workload c
                 --open;
                 continue;
             }
-            if (sinks[i]->size() < 65536) {
+            // The report is the child's own and bounded; its stderr may not be.
+            if (i == 0 || sinks[i]->size() < 65536) {
                 sinks[i]->append(buffer, static_cast<std::size_t>(n));
             }
         }
@@ -733,6 +763,14 @@ Measurement MeasureIsolated(Config const &config, Sizes const &sizes, Workload c
             std::istringstream fields(line.substr(7));
             fields >> stats.Repetitions >> stats.Median >> stats.Min >> stats.Max;
             result.Figures.push_back(stats);
+        } else if (line.rfind("samples", 0) == 0 && !result.Figures.empty()) {
+            std::istringstream fields(line.substr(7));
+            std::vector<double> run;
+            double value = 0;
+            while (fields >> value) {
+                run.push_back(value);
+            }
+            result.Figures.back().Samples.push_back(std::move(run));
         } else if (line.rfind("probe ", 0) == 0) {
             std::istringstream fields(line.substr(6));
             fields >> result.ProbeBefore >> result.ProbeAfter >> result.SerialBefore >> result.SerialAfter;

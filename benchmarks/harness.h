@@ -117,6 +117,10 @@ public:
     // For self-measured workloads: the last run's figures, one per
     // Workload::Figures entry.
     virtual std::vector<double> MeasuredFigures() const { return {}; }
+    // Optional, for figures that are a percentile of samples
+    // (Figure::Percentile): the last run's samples behind each figure, one
+    // vector per Workload::Figures entry (empty: not reported).
+    virtual std::vector<std::vector<double>> MeasuredSamples() const { return {}; }
     // For workloads whose figure means something only when the work spread
     // over the threads (W5: one lock contended by all of them): the share of
     // the last run's tasks that the busiest thread ran, 0 to 1 (-1: not
@@ -174,6 +178,10 @@ struct Figure {
     std::string Id; // the row label, e.g. "W8 p99"
     std::string Unit;
     bool Ratio = true; // whether "peer / ftl" means anything for it
+    // Above 0: the figure is this percentile (50: the median) of the run's
+    // samples, and a fixture that reports them (Fixture::MeasuredSamples)
+    // lets --threads-pair take the percentile of every run's samples pooled.
+    double Percentile = 0;
 };
 
 struct Workload {
@@ -201,6 +209,9 @@ struct Stats {
     double Median = 0;
     double Min = 0;
     double Max = 0;
+    // Each measured run's samples, when the fixture reports them
+    // (Fixture::MeasuredSamples); else empty.
+    std::vector<std::vector<double>> Samples;
 };
 
 // The result of measuring one implementation: one Stats per figure.
@@ -261,6 +272,8 @@ std::vector<Measurement> MeasureSideBySide(Config const &config, Sizes const &si
 double MedianOf(std::vector<double> values);
 // The p-th percentile (0..100), nearest rank.
 double PercentileOf(std::vector<double> values, double p);
+// The p-th percentile of several runs' samples taken together (50: MedianOf).
+double PooledPercentile(std::vector<std::vector<double>> const &runs, double p);
 
 // One cell of a result table.
 struct Cell {

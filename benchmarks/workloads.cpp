@@ -63,12 +63,17 @@ double MeasureIdleCpu(Sizes const &sizes) {
     return (after - before) * (kIdleReportSeconds / sizes.IdleSeconds);
 }
 
-std::vector<double> WakeFigures(std::vector<std::int64_t> const &latenciesNs) {
+std::vector<double> Microseconds(std::vector<std::int64_t> const &ns) {
     std::vector<double> microseconds;
-    microseconds.reserve(latenciesNs.size());
-    for (std::int64_t const ns : latenciesNs) {
-        microseconds.push_back(static_cast<double>(ns) / 1000.0);
+    microseconds.reserve(ns.size());
+    for (std::int64_t const value : ns) {
+        microseconds.push_back(static_cast<double>(value) / 1000.0);
     }
+    return microseconds;
+}
+
+std::vector<double> WakeFigures(std::vector<std::int64_t> const &latenciesNs) {
+    std::vector<double> const microseconds = Microseconds(latenciesNs);
     return {MedianOf(microseconds), PercentileOf(microseconds, 99)};
 }
 
@@ -180,23 +185,23 @@ std::vector<Workload> MakeWorkloads(Sizes const &sizes) {
                          "timer lateness, ftl only: a task sleeps 1 ms (SleepFor) or times out of a 1 ms "
                          "timed wait, " +
                              std::to_string(sizes.WakeSamples) + " samples; how late it runs again",
-                         {{"T1", "us median"}, {"T1 p99", "us p99"}},
+                         {{"T1", "us median", true, 50}, {"T1 p99", "us p99", true, 99}},
                          0});
     workloads.push_back({"W8",
                          "wake latency: after 2 ms idle, another thread adds a task; add call to the task's "
                          "first instruction, " +
                              std::to_string(sizes.WakeSamples) + " samples",
-                         {{"W8", "us median"}, {"W8 p99", "us p99"}},
+                         {{"W8", "us median", true, 50}, {"W8 p99", "us p99", true, 99}},
                          0});
     workloads.push_back({"W8b",
                          "W8 with an adder that stays busy: it computes for 1 ms after each add before it "
                          "sleeps, as a main thread that hands out a job and goes on",
-                         {{"W8b", "us median"}, {"W8b p99", "us p99"}},
+                         {{"W8b", "us median", true, 50}, {"W8b p99", "us p99", true, 99}},
                          0});
     workloads.push_back({"M1",
                          "mechanism probe: every worker busy with 200 us tasks while another thread adds a "
                          "task every 2 ms; add call to the task's first instruction",
-                         {{"M1", "us median"}, {"M1 p99", "us p99"}},
+                         {{"M1", "us median", true, 50}, {"M1 p99", "us p99", true, 99}},
                          0});
     workloads.push_back({"S1",
                          "scheduler start: Init with the default pool (400 fibers) and with 40,000, "

@@ -183,6 +183,8 @@ inline void StayBusyAfterAdd() {
     }
 }
 
+// Nanoseconds in microseconds.
+std::vector<double> Microseconds(std::vector<std::int64_t> const &ns);
 // W8's figures from one run's samples (ns): {median, p99}, in microseconds.
 std::vector<double> WakeFigures(std::vector<std::int64_t> const &latenciesNs);
 // Checks that every sample was taken and is positive.
