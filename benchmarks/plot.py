@@ -235,11 +235,11 @@ def pair_section(pair):
         "W5's about half; one half each where the pool has more workers or ran too few tasks to tell). "
         "The state is the host's, from the cross-core probe around each pair (slow above "
         f"{pair['slow_probe_ns']:g} ns). Median ratio per state, {workers} workers over 1 (above 1: slower "
-        "with more workers; in bold: slower than the target allows). W8's and W8b's figures are a median and "
-        "a p99 of samples; theirs are the figure of every sample of the round (a row) or of the state's rounds "
-        "(the ratio) pooled, with the ratio's 95% interval from resampling whole runs in brackets: a p99 of one "
-        "run's 200 samples is their third highest, and W8's ratio of the two pools' p99s read 0.57 to 1.62 "
-        "over 60 runs of one build (10th to 90th percentile)." + serial_note,
+        "with more workers; in bold: slower than the target allows). W8 and W8b have a median and a p99 of "
+        "samples: a row's are those of all the samples of the round's runs, and a state's ratio that of all "
+        "its rounds' runs, with its 95% interval from resampling whole runs in brackets. A p99 of one run's 200 "
+        "samples is their third highest, and W8's ratio of the two pools' p99s read 0.57 to 1.62 over 60 "
+        "runs of one build (10th to 90th percentile)." + serial_note,
         "",
         '[cols="2,2,2,2",options="header"]',
         "|===",
