@@ -1291,8 +1291,10 @@ int main(int argc, char **argv) {
         }
     }
     // ftl beside a peer (see PeerTogetherMap): W1-W4 with the best peer, and
-    // every figure where a peer's cell beat ftl's. Timed workloads of one
-    // figure only (an idle workload's CPU time is the whole process's).
+    // every figure where a peer's cell beat ftl's, but for a lock workload
+    // the peer ran on one thread (which "no peer beats ftl" leaves out).
+    // Timed workloads of one figure only (an idle workload's CPU time is the
+    // whole process's).
     PeerTogetherMap peerTogether;
     {
         std::vector<std::pair<std::string, std::string>> pairs; // figure, peer
@@ -1305,6 +1307,10 @@ int main(int argc, char **argv) {
             double const ftl = MedianOf(table, row.Fig.Id, "ftl");
             for (char const *peer : kPeers) {
                 double const median = MedianOf(table, row.Fig.Id, peer);
+                bench::Cell const *cell = table.Find(row.Fig.Id, peer);
+                if (median >= 0 && sizes.Threads >= 2 && cell->BusiestShare >= kOneThreadShare) {
+                    continue; // a lock that one thread took alone: the verdict leaves it out
+                }
                 if (ftl >= 0 && median >= 0 && median < ftl &&
                     std::find(pairs.begin(), pairs.end(), std::make_pair(row.Fig.Id, std::string(peer))) ==
                         pairs.end()) {
