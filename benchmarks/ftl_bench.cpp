@@ -305,6 +305,13 @@ constexpr char kControlColumn[] = "all on again";
 // measured one thread taking an uncontended lock, not a contended one.
 constexpr double kOneThreadShare = 0.95;
 
+// Whether a measured cell of a lock workload, with a pool of `threads`,
+// had one thread take the lock alone (kOneThreadShare).
+bool OneThreadCell(bench::Cell const *cell, unsigned threads) {
+    return threads >= 2 && cell != nullptr && cell->Status == bench::Cell::State::Measured &&
+           cell->BusiestShare >= kOneThreadShare;
+}
+
 // A target that compares two figures (W8 with the raw futex, W6 with the
 // std::thread loop, G1 with W1, W1c and W3c with W1 and W3) would compare
 // two table cells measured in two processes seconds or minutes apart, and
@@ -444,14 +451,12 @@ std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, unsigned thre
         // With 2 or more threads the target is about a contended lock: a cell
         // whose busiest thread ran (nearly) every task measured none, and a
         // peer's such cell is left out, said so.
-        auto const spread = [threads](bench::Cell const &cell) {
-            return threads < 2 || cell.BusiestShare < kOneThreadShare;
-        };
+        auto const spread = [threads](bench::Cell const &cell) { return !OneThreadCell(&cell, threads); };
         std::string leftOut;
         for (char const *figure : {"W5", "W5b"}) {
             for (char const *peer : kPeers) {
                 bench::Cell const *cell = table.Find(figure, peer);
-                if (cell != nullptr && cell->Status == bench::Cell::State::Measured && !spread(*cell)) {
+                if (OneThreadCell(cell, threads)) {
                     leftOut += Format("%s%s %s (%s), whose busiest thread ran %.0f%% of the tasks",
                                       leftOut.empty() ? "" : "; ", figure, peer, cell->Primitive.c_str(),
                                       100 * cell->BusiestShare);
@@ -552,8 +557,7 @@ std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, unsigned thre
         }
         for (char const *peer : kPeers) {
             double const median = MedianOf(table, row.Fig.Id, peer);
-            bench::Cell const *cell = table.Find(row.Fig.Id, peer);
-            if (median >= 0 && threads >= 2 && cell->BusiestShare >= kOneThreadShare) {
+            if (OneThreadCell(table.Find(row.Fig.Id, peer), threads)) {
                 continue; // a lock that one thread took alone: see the W5 verdict
             }
             compared += median >= 0 ? 1 : 0;
@@ -1307,8 +1311,7 @@ int main(int argc, char **argv) {
             double const ftl = MedianOf(table, row.Fig.Id, "ftl");
             for (char const *peer : kPeers) {
                 double const median = MedianOf(table, row.Fig.Id, peer);
-                bench::Cell const *cell = table.Find(row.Fig.Id, peer);
-                if (median >= 0 && sizes.Threads >= 2 && cell->BusiestShare >= kOneThreadShare) {
+                if (OneThreadCell(table.Find(row.Fig.Id, peer), sizes.Threads)) {
                     continue; // a lock that one thread took alone: the verdict leaves it out
                 }
                 if (ftl >= 0 && median >= 0 && median < ftl &&
