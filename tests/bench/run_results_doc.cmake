@@ -29,7 +29,7 @@ endforeach()
 # state kept a round of W8).
 file(READ ${PAIR} pair)
 if(pair MATCHES "\"figure\": \"W8 p99\"[^\n]*\"interval\"" AND
-   NOT doc MATCHES "\\| W8 p99 \\| us p99 \\| [^|\n]*\\([0-9.]+-[0-9.]+\\)")
+   NOT doc MATCHES "\\| W8 p99 \\| us p99 \\| [^\n]*\\([0-9.]+-[0-9.]+\\)")
     message(FATAL_ERROR "${OUT}/results.adoc lacks W8 p99's pooled ratio with its interval")
 endif()
 message(STATUS "${OUT}/results.adoc: written and checked")
