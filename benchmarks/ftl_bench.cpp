@@ -1366,14 +1366,14 @@ int main(int argc, char **argv) {
     std::vector<double> probes = table.Probes();
     std::vector<double> const featureProbes = featureTable.Probes();
     probes.insert(probes.end(), featureProbes.begin(), featureProbes.end());
-    double const fastProbe = bench::LowerQuartile(probes);
-    table.Print(stdout, fastProbe);
+    double const probeBase = bench::LowerQuartile(probes);
+    table.Print(stdout, probeBase);
     if (options.Features) {
         std::printf("\nftl with one scheduling mechanism off; medians, in parentheses over \"all on\"\n"
                     "(above 1: the mechanism helps on this workload); on a timed workload, over the\n"
                     "all-on pool measured beside it in the same process, their runs in turn (the \"all on\"\n"
                     "column is the main table's cell):\n\n");
-        featureTable.Print(stdout, fastProbe);
+        featureTable.Print(stdout, probeBase);
         std::printf("\nftl with one mechanism off, every measurement:\n");
         featureTable.PrintDetails(stdout);
     }

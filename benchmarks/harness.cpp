@@ -964,7 +964,7 @@ double LowerQuartile(std::vector<double> values) {
     return values[(values.size() - 1) / 4];
 }
 
-void Table::Print(std::FILE *out, double fastProbe) const {
+void Table::Print(std::FILE *out, double probeBase) const {
     bool anySlow = false;
     // Cell texts first, to size the columns.
     std::vector<std::vector<std::string>> texts;
@@ -992,8 +992,8 @@ void Table::Print(std::FILE *out, double fastProbe) const {
                 if (double const base = RatioBase(cell, reference); i > 0 && row.Fig.Ratio && base > 0) {
                     text += " (" + FormatRatio(cell.Figure.Median / base) + ")";
                 }
-                if (fastProbe > 0 &&
-                    std::max(cell.ProbeBefore, cell.ProbeAfter) > kSlowPlacement * fastProbe) {
+                if (probeBase > 0 &&
+                    std::max(cell.ProbeBefore, cell.ProbeAfter) > kSlowPlacement * probeBase) {
                     text += "*";
                     anySlow = true;
                 }
@@ -1033,7 +1033,7 @@ void Table::Print(std::FILE *out, double fastProbe) const {
             "* measured while a cache-line round trip between the two first cores took more than %.1fx\n"
             "  the run's lower quartile (%s ns): the host had placed the virtual CPUs further apart, and\n"
             "  hand-offs between cores cost more; compare such a figure only with others so marked.\n",
-            kSlowPlacement, FormatValue(fastProbe).c_str());
+            kSlowPlacement, FormatValue(probeBase).c_str());
     }
     for (Row const &row : m_rows) {
         for (std::size_t i = 0; i < row.Cells.size(); ++i) {

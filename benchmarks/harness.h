@@ -310,8 +310,8 @@ public:
 
     // Median per cell, the ratio to the first column beside it (to the
     // cell's PairedReference when it has one). A cell whose
-    // cross-core probe was above kSlowPlacement x fastProbe (the run's LowerQuartile) gets a '*'.
-    void Print(std::FILE *out, double fastProbe) const;
+    // cross-core probe was above kSlowPlacement x probeBase (the run's LowerQuartile) gets a '*'.
+    void Print(std::FILE *out, double probeBase) const;
     // Median, min, max, the probe and the primitive, one line per measured cell.
     void PrintDetails(std::FILE *out) const;
     // The cross-core probes around the measured cells.

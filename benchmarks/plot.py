@@ -126,7 +126,7 @@ def probe_base(data):
     return probes[(len(probes) - 1) // 4] if probes else 0
 
 
-def cell_text(cell, reference, ratio, fast_probe):
+def cell_text(cell, reference, ratio, probe_base_ns):
     status = cell.get("status") if cell else "not implemented"
     if status == "ok" and "median" in cell:
         text = fmt(cell["median"])
@@ -138,13 +138,13 @@ def cell_text(cell, reference, ratio, fast_probe):
         if ratio and base and cell is not reference:
             ratio_value = cell["median"] / base
             text += f" ({ratio_value:.0f}x)" if ratio_value >= 100 else f" ({ratio_value:.2f}x)"
-        if fast_probe and max(cell.get("cross_core_ns", [0])) > SLOW_PLACEMENT * fast_probe:
+        if probe_base_ns and max(cell.get("cross_core_ns", [0])) > SLOW_PLACEMENT * probe_base_ns:
             text += "*"
         return text
     return {"failed": "FAILED", "not built": "n/a"}.get(status, "-")
 
 
-def asciidoc_table(data, results, first_column, fast_probe):
+def asciidoc_table(data, results, first_column, probe_base_ns):
     table = cells_by_figure(results)
     systems = []
     for cell in results:
@@ -158,7 +158,7 @@ def asciidoc_table(data, results, first_column, fast_probe):
         cells = table[figure_id]
         ratio = not unit.startswith("cpu-s")
         reference = cells.get(first_column)
-        texts = [cell_text(cells.get(system), reference, ratio, fast_probe) for system in systems]
+        texts = [cell_text(cells.get(system), reference, ratio, probe_base_ns) for system in systems]
         lines.append(f"| {figure_id} | {unit} | " + " | ".join(texts))
     lines.append("|===")
     return "\n".join(lines) + "\n"
@@ -171,13 +171,13 @@ def run_line(data):
             f"{data['load_after']} after")
 
 
-def probe_summary(data, fast_probe):
+def probe_summary(data, probe_base_ns):
     probes = [p for key in ("results", "features") for cell in data.get(key, [])
               if cell.get("status") == "ok" for p in cell.get("cross_core_ns", []) if p > 0]
     if not probes:
         return "no cross-core probe (one CPU)"
     slow = sum(1 for key in ("results", "features") for cell in data.get(key, [])
-               if cell.get("status") == "ok" and max(cell.get("cross_core_ns", [0])) > SLOW_PLACEMENT * fast_probe)
+               if cell.get("status") == "ok" and max(cell.get("cross_core_ns", [0])) > SLOW_PLACEMENT * probe_base_ns)
     return (f"cross-core probe (a cache-line round trip between the first two cores) {fmt(min(probes))} to {fmt(max(probes))} ns; "
             f"{slow} cell(s) measured in the slow state (probe above {SLOW_PLACEMENT}x the run's lower quartile), marked *")
 
@@ -265,7 +265,7 @@ def pair_section(pair):
 
 
 def results_doc(data, chart_name, pair=None):
-    fast_probe = probe_base(data)
+    probe_base_ns = probe_base(data)
     met = sum(1 for t in data.get("targets", []) if t["met"])
     parts = [
         "= ftl_bench results",
@@ -279,14 +279,14 @@ def results_doc(data, chart_name, pair=None):
         "== The run",
         "",
         f"* {run_line(data)}.",
-        f"* {probe_summary(data, fast_probe)}.",
+        f"* {probe_summary(data, probe_base_ns)}.",
         "",
         "== Medians",
         "",
         "In parentheses each system's median over ftl's (above 1: ftl is faster); n/a: the peer is not",
         "in this build; -: the system has no such workload.",
         "",
-        asciidoc_table(data, data["results"], "ftl", fast_probe),
+        asciidoc_table(data, data["results"], "ftl", probe_base_ns),
         "== Performance targets",
         "",
         f"{met} of {len(data.get('targets', []))} met in this run:",
@@ -303,7 +303,7 @@ def results_doc(data, chart_name, pair=None):
             "main table's cell, from a process of its own); the idle, timer and wake figures take a process",
             "per configuration.",
             "",
-            asciidoc_table(data, data["features"], "all on", fast_probe),
+            asciidoc_table(data, data["features"], "all on", probe_base_ns),
         ]
     if pair is not None:
         parts += pair_section(pair)
@@ -318,7 +318,7 @@ def results_doc(data, chart_name, pair=None):
 
 
 def readme_block(data, pair=None):
-    fast_probe = probe_base(data)
+    probe_base_ns = probe_base(data)
     met = sum(1 for t in data.get("targets", []) if t["met"])
     total = len(data.get("targets", []))
     if pair is not None:
@@ -331,7 +331,7 @@ def readme_block(data, pair=None):
         "performance targets met; `docs/results.adoc` has the verdicts, every measurement, each "
         "mechanism's part" + (" and ftl at 1 worker against ftl at every core." if pair is not None else "."),
         "",
-        asciidoc_table(data, data["results"], "ftl", fast_probe).rstrip("\n"),
+        asciidoc_table(data, data["results"], "ftl", probe_base_ns).rstrip("\n"),
     ]
     return "\n".join(lines)
 

@@ -249,18 +249,18 @@ constexpr unsigned kPeeks = 3;
 // 1,024 pauses later. Between looks from 2^kWatchLevel pauses apart, the
 // waiter also reads every worker's count of searches, each kWatchPauses
 // pauses: a worker that ran out of work of its own (it goes to steal, and
-// then perhaps idle) may be the holder, gone, and the waiter looks at once (once an
-// interval: a search elsewhere costs the holder at most one more look). The
-// counts sit on lines their workers write only then, so reading them costs
-// a holder that runs its own tasks nothing. W5 at 2 workers: the thief
-// steals a task, takes the lock between two of the other worker's sections,
-// runs its task and goes idle, and the other worker's fiber waited out its
-// look with the lock free, again and again: 1.15 times the 1-worker time;
-// 1.03 with the watch of idle starts (W5s: 1.14 and 1.08). A thief whose
-// stolen batch runs out steals the next one with the lock free (a
-// compare-exchange on the victim's deque per task): on the Intel host W5s at 2 workers
-// read 1.058-1.071 times its 1-worker time watching idle starts only, and
-// 1.031-1.040 watching steals too (two runs of 16 rounds each).
+// then perhaps idle) may be the holder, gone, and the waiter looks at once
+// (once an interval: a search elsewhere costs the holder at most one more
+// look). The counts sit on lines their workers write only then, so reading
+// them costs a holder that runs its own tasks nothing. W5 at 2 workers: the
+// thief steals a task, takes the lock between two of the other worker's
+// sections, runs its task and goes idle, and the other worker's fiber waited
+// out its look with the lock free, again and again: 1.15 times the 1-worker
+// time; 1.03 with the watch of idle starts (W5s: 1.14 and 1.08). A thief
+// whose stolen batch runs out steals the next one with the lock free (a
+// compare-exchange on the victim's deque per task): on the Intel host W5s at
+// 2 workers read 1.058-1.071 times its 1-worker time watching idle starts
+// only, and 1.031-1.040 watching steals too (two runs of 16 rounds each).
 constexpr unsigned kWatchLevel = 7;
 constexpr unsigned kWatchPauses = 32;
 static_assert((1u << kWatchLevel) % kWatchPauses == 0, "a watched interval is whole watches");
