@@ -58,6 +58,14 @@ constexpr bool kThreadSanitizer = true;
 constexpr bool kThreadSanitizer = false;
 #endif
 
+// AddressSanitizer: every memory access is checked, so a tiny task costs
+// several times what it costs in a plain build.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+
 // Running under an emulator of another CPU (tests/CMakeLists.txt).
 #if defined(FTL_TEST_CPU_EMULATED)
 constexpr bool kCpuEmulated = true;
