@@ -63,7 +63,7 @@ void IdleState::Wake(unsigned index) {
     FutexWake(&slot.WakeSeq, 1);
 }
 
-void IdleState::Notify(int prefer) {
+int IdleState::Notify(int prefer) {
     // The stores that published the work before the loads of the searcher
     // count and the parked bits below (a store-then-load order neither x86
     // nor arm64 keeps without a fence). Pairs with the fence in Park (and
@@ -71,21 +71,24 @@ void IdleState::Notify(int prefer) {
     // yet lowered, or its re-check sees the work.
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (NumSearching() != 0) {
-        return; // a searcher will find it, or re-check before it parks
+        return -1; // a searcher will find it, or re-check before it parks
     }
     int const index = ClaimAny(prefer);
     if (index >= 0) {
         Wake(static_cast<unsigned>(index));
     }
+    return index;
 }
 
-void IdleState::NotifyOne(unsigned index) {
+bool IdleState::NotifyOne(unsigned index) {
     // The stores that published the work before the load of the parked bit
     // (pairs with Park's fence, as in Notify).
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (ClaimSpecific(index)) {
-        Wake(index);
+    if (!ClaimSpecific(index)) {
+        return false;
     }
+    Wake(index);
+    return true;
 }
 
 void IdleState::WakeAll() {

@@ -81,10 +81,12 @@ public:
     void FoundWork(unsigned self, Hooks &hooks);
 
     // The waking side: after publishing work (any thread). `prefer` (if >= 0)
-    // is claimed first when more than one worker is parked.
-    void Notify(int prefer = -1);
-    // After publishing work only worker `index` can take: wakes it if parked.
-    void NotifyOne(unsigned index);
+    // is claimed first when more than one worker is parked. Returns the
+    // worker woken, or -1 when none was.
+    int Notify(int prefer = -1);
+    // After publishing work only worker `index` can take: wakes it if parked
+    // (true when it did).
+    bool NotifyOne(unsigned index);
     // Wakes every parked worker (quit, a behaviour change).
     void WakeAll();
     // Whether every worker but `self` is parked.
@@ -130,7 +132,9 @@ private:
     struct alignas(64) Slot {
         std::atomic<std::uint32_t> WakeSeq{0};
         alignas(64) bool Searching = false;
-        // For GetStats: written by the owner only, read by anyone.
+        // For GetStats: written by the owner only, read by anyone (WakeUps
+        // also by a waker on the worker's CPU: has it run since? A claim in
+        // Park's re-check, before any sleep, is not counted).
         std::atomic<std::uint64_t> Parks{0};
         std::atomic<std::uint64_t> WakeUps{0};
         // The adaptive spin's state, the owner's alone: spins in a row that

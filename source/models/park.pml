@@ -12,8 +12,8 @@
  *   publish + NotifyWork        scheduler/scheduler.cpp Scheduler::AddTasks; idle/idle.cpp Notify
  *   ClaimAny / ClaimSpecific    idle/idle.cpp IdleState::ClaimAny, ClaimSpecific
  *   WakeWorker                  idle/idle.cpp IdleState::Wake (bump WakeSeq, futex wake)
- *   pinned ready                scheduler/wait.cpp ReadyFiber (inbox push; IdleState::NotifyOne:
- *                               fence, ClaimSpecific)
+ *   pinned ready                scheduler/wait.cpp ReadyFiber (inbox push; Scheduler::NotifyWorker,
+ *                               IdleState::NotifyOne: fence, ClaimSpecific)
  *   next slot                   scheduler/worker.cpp Worker::KeepReadied (a task readies a fiber
  *                               into its worker's slot: no wake; a second one sends the first to
  *                               the ready deque with NotifyWork), FindWork (the slot first, or

@@ -52,6 +52,12 @@ struct Mechanisms {
     // out of work of its own since (gone to steal, or idle): it may be the
     // holder, done with the lock (off: only the rare looks).
     bool LockWatchesIdle = true;
+    // A thread outside the scheduler that wakes the worker pinned to its own
+    // CPU then yields (sched_yield), unless the worker has run since (the
+    // kernel let it preempt the thread), so that the kernel can run it now
+    // (off: a thread that stays busy sometimes holds the work back until
+    // its time slice ends).
+    bool YieldToWokenWorker = true;
 };
 
 // Every switch, by name, for the benchmark's columns and the tests' loops.
@@ -71,6 +77,7 @@ constexpr MechanismSwitch kMechanismSwitches[] = {
     {"StealBatch", &Mechanisms::StealBatch},
     {"LockPeeks", &Mechanisms::LockPeeks},
     {"LockWatchesIdle", &Mechanisms::LockWatchesIdle},
+    {"YieldToWokenWorker", &Mechanisms::YieldToWokenWorker},
 };
 constexpr unsigned kNumMechanismSwitches = sizeof(kMechanismSwitches) / sizeof(kMechanismSwitches[0]);
 // Mechanisms is a plain set of bools: a switch added there and not here

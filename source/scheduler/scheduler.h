@@ -106,9 +106,13 @@ public:
     ClosurePool &Closures() { return m_closures; }
     // After work was published: wakes a worker if none is searching. Work
     // from a thread outside the scheduler wakes the worker pinned to the
-    // caller's CPU first.
+    // caller's CPU first, and the caller then yields (YieldToWoken).
     enum class Waker { Worker, Outside };
     void NotifyWork(Waker waker);
+    // After work was published that only worker `index` can take, by any
+    // thread but that worker: wakes it if it is parked (a thread outside the
+    // scheduler on its CPU then yields to it, as in NotifyWork).
+    void NotifyWorker(unsigned index, Waker waker);
     // Whether `worker` could find work anywhere now (fence-free looks).
     // othersTasks: also other workers' task deques (the ready deques and
     // every queue `worker` owns or shares are always looked at).
@@ -145,6 +149,11 @@ private:
     // the one way out, for a failed Start and for destruction alike.
     void Teardown(unsigned threadsStarted);
     int WorkerOnCallersCpu() const;
+    // Whether worker `index` is pinned to the calling thread's CPU.
+    bool OnCallersCpu(unsigned index) const;
+    // After waking worker `index` on the caller's CPU from outside: yields
+    // unless the worker has run since (its wake-up count moved on).
+    void YieldToWoken(unsigned index, std::uint64_t wakeUpsBefore);
     bool PinsCallingThread() const { return m_options.PinThreads && m_options.PinCallingThread; }
     std::uint64_t AddedCount() const;
     std::uint64_t FinishedCount() const;

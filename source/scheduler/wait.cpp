@@ -122,7 +122,8 @@ void ReadyFiber(Scheduler &scheduler, Fiber *fiber, Worker *pinnedTo, bool keepL
     if (pinnedTo != nullptr) {
         pinnedTo->Pinned().Push(fiber);
         if (pinnedTo != current) {
-            scheduler.Idle().NotifyOne(pinnedTo->Index());
+            scheduler.NotifyWorker(pinnedTo->Index(),
+                                   current == nullptr ? Scheduler::Waker::Outside : Scheduler::Waker::Worker);
         }
         return;
     }

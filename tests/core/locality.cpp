@@ -6,7 +6,9 @@
 // These tests pin down what each buys (a ping-pong stays on one worker;
 // tiny tasks stay with the worker that added them) and what each must never
 // cost (a readied fiber is not held from a worker looking for work; tasks
-// worth moving still spread over the workers).
+// worth moving still spread over the workers). A thread outside the
+// scheduler wakes the worker on its own CPU, and yields to it
+// (YieldToWokenWorker).
 #include "ftl/atomic_counter.h"
 #include "ftl/stats.h"
 #include "ftl/task_counter.h"
@@ -19,6 +21,10 @@
 #include <cstdint>
 #include <thread>
 #include <vector>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 using ftl_test::LambdaTask;
 using ftl_test::Options;
@@ -304,3 +310,116 @@ TEST_CASE("A task steal takes more tasks after steals that kept the thief busy l
     off.StealBatch = false;
     CHECK(StealsAfterLongOnes(off) == std::vector<std::uint64_t>{1, 1, 1});
 }
+
+#if defined(__linux__)
+namespace {
+
+// What a thread outside the scheduler saw of its adds (AddFromWorker1sCpu).
+struct OutsideAdds {
+    bool Measured = false; // false: this host cannot set the test up
+    unsigned OnWorker1 = 0;
+    unsigned StartedBeforeReturn = 0;
+    unsigned NeverStarted = 0; // within a second
+};
+
+// A thread outside the scheduler, on worker 1's CPU, adds a task `rounds`
+// times, each after 5 ms in which every worker parks; every other task is
+// pinned to worker 1. Worker 1 runs under SCHED_BATCH, which Linux never
+// lets preempt the thread that wakes it: only a yield (or, rarely, the tick)
+// gives it the CPU before the adder blocks. Counts the tasks that ran on
+// worker 1, those that had started by the time their AddTask returned, and
+// those that had not started a second later.
+OutsideAdds AddFromWorker1sCpu(ftl::detail::Mechanisms const &mechanisms, unsigned rounds) {
+    OutsideAdds result;
+    // Before the scheduler, so that a probe still queued at its end (after a
+    // round gave up) finds them alive.
+    constexpr unsigned kNotStarted = ~0u;
+    std::atomic<unsigned> startedOn{kNotStarted};
+    auto probe = [&](ftl::TaskScheduler *t) {
+        startedOn.store(t->GetCurrentThreadIndex(), std::memory_order_release);
+    };
+    ftl::TaskScheduler ts;
+    REQUIRE(ftl::detail::InitWithMechanisms(ts, Options(2), mechanisms) == 0);
+    int const cpu0 = sched_getcpu();
+    int cpu1 = -1;
+    bool batch = false;
+    bool onOneCpu = false;
+    auto setUp = [&](ftl::TaskScheduler *) {
+        cpu1 = sched_getcpu();
+        onOneCpu = ftl_test::CpuCount(ftl_test::CurrentThreadCpus()) == 1;
+        sched_param param{};
+        batch = sched_setscheduler(0, SCHED_BATCH, &param) == 0;
+    };
+    ftl::TaskCounter setUpDone(&ts);
+    ts.AddPinnedTask(1, LambdaTask(setUp), ftl::TaskPriority::Normal, &setUpDone);
+    ts.WaitForCounter(&setUpDone);
+    if (cpu0 < 0 || cpu1 < 0 || cpu1 == cpu0 || !onOneCpu || !batch) {
+        return result;
+    }
+    bool pinned = false;
+    ftl::TaskCounter done(&ts);
+    done.Add(1);
+    std::thread adder([&] {
+        pinned = ftl_test::SetCurrentThreadCpus(ftl_test::OnlyCpu(static_cast<std::size_t>(cpu1)));
+        for (unsigned i = 0; pinned && i < rounds; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            startedOn.store(kNotStarted, std::memory_order_relaxed);
+            if (i % 2 == 0) {
+                ts.AddTask(LambdaTask(probe), ftl::TaskPriority::Normal);
+            } else {
+                ts.AddPinnedTask(1, LambdaTask(probe), ftl::TaskPriority::Normal);
+            }
+            if (startedOn.load(std::memory_order_acquire) != kNotStarted) {
+                ++result.StartedBeforeReturn;
+            }
+            unsigned worker = kNotStarted;
+            auto const giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+            while ((worker = startedOn.load(std::memory_order_acquire)) == kNotStarted) {
+                if (std::chrono::steady_clock::now() > giveUp) {
+                    ++result.NeverStarted;
+                    break;
+                }
+                std::this_thread::sleep_for(std::chrono::microseconds(100));
+            }
+            if (worker == kNotStarted) {
+                break;
+            }
+            result.OnWorker1 += worker == 1 ? 1 : 0;
+        }
+        done.Decrement();
+    });
+    ts.WaitForCounter(&done);
+    adder.join();
+    result.Measured = pinned;
+    return result;
+}
+
+} // namespace
+
+TEST_CASE("A thread outside the scheduler yields to the worker it wakes on its own CPU", "[yield-to-woken]") {
+    constexpr unsigned kRounds = 20;
+    OutsideAdds const on = AddFromWorker1sCpu(ftl::detail::Mechanisms{}, kRounds);
+    if (!on.Measured) {
+        WARN("needs two CPUs, affinity and SCHED_BATCH: not tested here");
+        return;
+    }
+    // The worker on the adder's CPU takes every task, and (Linux 6.18: all
+    // 20) runs it before the adder goes on. The yield is a hint: a kernel
+    // may pick the adder again, e.g. one that keeps a worker's lag from
+    // before its sleep and so finds it not yet due, hence the margin.
+    CHECK(on.NeverStarted == 0);
+    CHECK(on.OnWorker1 == kRounds);
+    CHECK(on.StartedBeforeReturn >= kRounds / 2);
+    // Without the yield the same worker is woken, and (under SCHED_BATCH)
+    // waits for the adder to block. (Should a kernel let a woken SCHED_BATCH
+    // thread preempt, this fails: the test could no longer tell the yield
+    // from the kernel's own preemption.)
+    ftl::detail::Mechanisms off;
+    off.YieldToWokenWorker = false;
+    OutsideAdds const kept = AddFromWorker1sCpu(off, kRounds);
+    REQUIRE(kept.Measured);
+    CHECK(kept.NeverStarted == 0);
+    CHECK(kept.OnWorker1 == kRounds);
+    CHECK(kept.StartedBeforeReturn <= 2);
+}
+#endif
