@@ -393,11 +393,7 @@ void Scheduler::NotifyWork(Waker waker) {
 }
 
 void Scheduler::NotifyWorker(unsigned index, Waker waker) {
-    if (waker == Waker::Worker) {
-        m_idle.NotifyOne(index);
-        return;
-    }
-    if (!OnCallersCpu(index)) {
+    if (waker == Waker::Worker || !OnCallersCpu(index)) {
         m_idle.NotifyOne(index);
         return;
     }
