@@ -658,10 +658,12 @@ bool MeasureInterleaved(bench::Config const &config, bench::Sizes sizes, unsigne
     std::vector<bench::Alongside> alongside;
     bool const eachCpu = !workload.SelfMeasured() && AllowedCpuCount() >= 2;
     // W8's fixture has its own pool's worker 0 on the measuring thread and
-    // the paired pool's on a thread of its own, both on the first CPU, and a
-    // wake there waited out W8b's 1 ms busy adder more often in the paired
-    // pool, whichever its size (0.86% against 0.66% of 19,200 samples each,
-    // half at each size): a p99 of pooled samples sits on that edge.
+    // the paired pool's on a thread of its own, both on the first CPU. Before
+    // the adder yielded to the worker it woke (YieldToWokenWorker), a wake
+    // there waited out W8b's 1 ms busy adder more often in the paired pool,
+    // whichever its size (0.86% against 0.66% of 19,200 samples each, half
+    // at each size), and a p99 of pooled samples sat on that edge. The pools
+    // still differ in that way, so the sizes take turns in them.
     bool const swapped = workload.SelfMeasured() && round % 2 == 1;
     if (workload.SelfMeasured()) {
         sizes.PairedThreads = more; // the fixture runs both pools
