@@ -25,11 +25,15 @@ foreach(expected "== A second worker: ftl at 1 worker and at 2" "| W1 | ns/task 
         message(FATAL_ERROR "${OUT}/results.adoc lacks \"${expected}\"")
     endif()
 endforeach()
-# W8's ratios come from its pooled samples, with their interval (when a
-# state kept a round of W8).
+# W8's ratios come from its pooled samples, W1's from its rounds, each with
+# its interval (when a state kept a round of it).
 file(READ ${PAIR} pair)
 if(pair MATCHES "\"figure\": \"W8 p99\"[^\n]*\"interval\"" AND
    NOT doc MATCHES "\\| W8 p99 \\| us p99 \\| [^\n]*\\([0-9.]+-[0-9.]+\\)")
     message(FATAL_ERROR "${OUT}/results.adoc lacks W8 p99's pooled ratio with its interval")
+endif()
+if(pair MATCHES "\"figure\": \"W1\"[^\n]*\"interval\"" AND
+   NOT doc MATCHES "\\| W1 \\| ns/task \\| [^\n]*\\([0-9.]+-[0-9.]+\\)")
+    message(FATAL_ERROR "${OUT}/results.adoc lacks W1's median ratio with its interval")
 endif()
 message(STATUS "${OUT}/results.adoc: written and checked")
