@@ -19,6 +19,13 @@
 //   usually about to unlock, and parking costs two fiber switches and a
 //   process-wide memory barrier. An unlock wakes one parked waiter and does
 //   not hand it the lock: whoever looks first takes it.
+// - A waiter whose worker has just taken this Fibtex several times in a row
+//   (tasks that each lock it again and again) lets a holder that keeps
+//   relocking it keep it for up to 150 us, rather than taking it between two
+//   of the holder's sections: the lock and the data it guards then cross
+//   the cores once per run of sections, not once per section. It takes the
+//   lock at once when the holder stops relocking. A waiter that took the
+//   lock once (a pop, a push) does not wait for that.
 #pragma once
 
 #include "ftl/detail/wait_list.h"
@@ -33,6 +40,7 @@ class TaskScheduler;
 
 namespace detail {
 class FibtexOps;
+class Worker;
 } // namespace detail
 
 class Fibtex {
@@ -73,12 +81,21 @@ private:
     // lock_spin past its first look: the backoff spin, then LockSlow.
     void LockContended(bool pinToThread, unsigned iterations);
     // The backoff spin: true when it took the lock (the owner is not set).
-    bool SpinAcquire(unsigned iterations);
+    // worker: the caller's, whose latest run on this Fibtex may make the
+    // wait patient; nullptr: never patient (a thread outside the scheduler,
+    // or a waiter that has parked).
+    bool SpinAcquire(unsigned iterations, detail::Worker const *worker);
     bool PeeksOn() const;
+    bool PatienceOn() const;
+    // A patient waiter's look (fibtex.cpp, kPatienceNs): true when it lets
+    // the free lock be, its holder being between two sections.
+    bool LetHolderRelock(std::uint32_t &acquisitionsSeen, std::uint64_t &patientSince) const;
     void AcquiredAfterWait(unsigned looked, unsigned start, std::uint32_t acquisitionsBefore);
     // Parks until an unlock wakes it, then spins again, until it has the lock.
     void LockSlow(bool pinToThread, unsigned iterations);
-    void SetOwner(void const *owner);
+    // After an acquisition: the owner, and the acquiring worker's run
+    // (nullptr: a thread outside the scheduler).
+    void SetOwner(void const *owner, detail::Worker *worker);
     // unlock() after its ownership check.
     void Release();
 

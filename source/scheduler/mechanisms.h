@@ -52,6 +52,11 @@ struct Mechanisms {
     // out of work of its own since (gone to steal, or idle): it may be the
     // holder, done with the lock (off: only the rare looks).
     bool LockWatchesIdle = true;
+    // A contended Fibtex lock whose worker's latest run on that lock was
+    // several acquisitions in a row lets a holder that keeps relocking it
+    // keep it, for up to 150 us, until the holder stops (off: it takes the
+    // lock at any look that finds it free).
+    bool LockPatience = true;
     // A thread outside the scheduler that wakes the worker pinned to its own
     // CPU then yields (sched_yield), unless the worker has run since (the
     // kernel let it preempt the thread), so that the kernel can run it now
@@ -77,6 +82,7 @@ constexpr MechanismSwitch kMechanismSwitches[] = {
     {"StealBatch", &Mechanisms::StealBatch},
     {"LockPeeks", &Mechanisms::LockPeeks},
     {"LockWatchesIdle", &Mechanisms::LockWatchesIdle},
+    {"LockPatience", &Mechanisms::LockPatience},
     {"YieldToWokenWorker", &Mechanisms::YieldToWokenWorker},
 };
 constexpr unsigned kNumMechanismSwitches = sizeof(kMechanismSwitches) / sizeof(kMechanismSwitches[0]);

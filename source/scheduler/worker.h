@@ -157,6 +157,24 @@ public:
         return m_doneCounter == counter ? m_doneCount : 0;
     }
 
+    // --- Fibtex runs (fibtex.cpp, LockPatience) ---
+    // Called by the owner with a Fibtex it has just taken and the Fibtex's
+    // count of acquisitions, its own included: extends this worker's run on
+    // that Fibtex when nobody took it since this worker's last acquisition,
+    // else starts a new one.
+    void NoteLockTaken(void const *lock, std::uint32_t acquisitions) {
+        if (m_lockRun.Lock != lock || m_lockRun.Last + 1 != acquisitions) {
+            m_lockRun.Lock = lock;
+            m_lockRun.First = acquisitions;
+        }
+        m_lockRun.Last = acquisitions;
+    }
+    // How many acquisitions in a row, with nobody else's between, this
+    // worker's latest run on `lock` was (0: its latest run was on another).
+    std::uint32_t LockRunOf(void const *lock) const {
+        return m_lockRun.Lock == lock ? m_lockRun.Last - m_lockRun.First + 1 : 0;
+    }
+
     // --- Switching ---
     // Switches from record.From (the running fiber) to record.To, after
     // publishing this worker's finished tasks. Returns when record.From is
@@ -312,6 +330,14 @@ private:
     unsigned m_seenNextVictim = 0;
     std::uintptr_t m_seenNext = 0;
     bool m_observe = false; // m_trace, or a task or wait callback
+    // The latest run of Fibtex acquisitions (NoteLockTaken): the Fibtex, and
+    // its acquisition counts at the run's first and last.
+    struct LockRun {
+        void const *Lock = nullptr;
+        std::uint32_t First = 0;
+        std::uint32_t Last = 0;
+    };
+    LockRun m_lockRun;
     // Finished tasks not yet published: the tasks of one counter that finish
     // one after another on this worker lower it with a single atomic
     // operation (TaskEnded / PublishFinished).
@@ -372,6 +398,12 @@ void const *CurrentTaskIdentity();
 // defined here so that every user knows they need no dynamic initialization.
 inline thread_local Worker *t_worker = nullptr;
 inline thread_local char t_threadIdentity = 0;
+
+// CurrentWorker, inlined, under the same rule as CurrentTaskIdentityNoSwitch
+// below.
+inline Worker *CurrentWorkerNoSwitch() {
+    return t_worker;
+}
 
 // CurrentTaskIdentity, inlined: for a hot path that uses the result before
 // anything can switch fibers, in a function that itself never switches (so

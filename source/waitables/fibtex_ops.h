@@ -41,6 +41,11 @@ public:
     // Locks taken, process-wide, at a look brought forward because a worker
     // ran out of work of its own (the LockWatchesIdle mechanism, fibtex.cpp).
     static std::uint64_t WatchedLookAcquisitions();
+    // Looks, process-wide, at which a waiter found the lock free and let its
+    // holder relock it (the LockPatience mechanism), and the run of
+    // acquisitions in a row that makes a worker's waits patient.
+    static std::uint64_t PatientLooks();
+    static std::uint32_t PatientRun();
     static unsigned MaxBackoffLevel();
     static unsigned MaxHotBackoffLevel();
 };

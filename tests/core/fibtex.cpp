@@ -626,6 +626,85 @@ TEST_CASE("A waiter on a hot lock takes it as soon as the holder's worker goes t
 
 namespace {
 
+// Rounds of a waiter task that first takes a fresh Fibtex `runBefore` times
+// in a row, then starts a thread outside the scheduler that relocks it
+// section after section (for at most 10 s), then waits for it with
+// lock_spin (never parks). Returns the looks, over all rounds, at which a
+// waiter let the free lock be (FibtexOps::PatientLooks); checks the sum
+// under the lock and that every waiter got the lock while the thread was
+// still relocking it.
+std::uint64_t PatientLooksOfRounds(bool patience, std::uint32_t runBefore) {
+    constexpr unsigned kRounds = 5;
+    ftl::detail::Mechanisms mechanisms;
+    mechanisms.LockPatience = patience;
+    ftl::TaskScheduler ts;
+    REQUIRE(ftl::detail::InitWithMechanisms(ts, Options(1), mechanisms) == 0);
+    std::uint64_t const before = ftl::detail::FibtexOps::PatientLooks();
+    for (unsigned round = 0; round < kRounds; ++round) {
+        CAPTURE(round);
+        ftl::Fibtex mutex(&ts);
+        std::uint64_t value = 0; // guarded by mutex
+        std::uint64_t relocked = 0;
+        std::atomic<bool> stop{false};
+        std::atomic<bool> relocking{false};
+        bool gotItWhileRelocking = false;
+        std::thread relocker;
+        auto waiter = [&](ftl::TaskScheduler *) {
+            for (std::uint32_t i = 0; i < runBefore; ++i) {
+                std::lock_guard<ftl::Fibtex> lock(mutex);
+                ++value;
+            }
+            relocker = std::thread([&] {
+                auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+                while (!stop.load(std::memory_order_relaxed) && std::chrono::steady_clock::now() < deadline) {
+                    // The clock is read once every 256 sections: between the
+                    // others the lock is free only from the unlock to the
+                    // lock, and the waiter's looks seldom find it so.
+                    for (unsigned section = 0; section < 256; ++section) {
+                        std::lock_guard<ftl::Fibtex> lock(mutex);
+                        ++value;
+                        ++relocked;
+                        relocking.store(true, std::memory_order_relaxed);
+                    }
+                }
+                relocking.store(false);
+            });
+            while (!relocking.load()) {
+                std::this_thread::yield();
+            }
+            mutex.lock_spin(false, 1u << 30);
+            gotItWhileRelocking = relocking.load();
+            ++value;
+            stop.store(true);
+            mutex.unlock();
+        };
+        ftl::TaskCounter done(&ts);
+        ts.AddTask(LambdaTask(waiter), ftl::TaskPriority::Normal, &done);
+        ts.WaitForCounter(&done);
+        relocker.join();
+        REQUIRE(value == runBefore + relocked + 1);
+        REQUIRE(gotItWhileRelocking);
+    }
+    return ftl::detail::FibtexOps::PatientLooks() - before;
+}
+
+} // namespace
+
+// A waiter whose worker has just taken the lock several times in a row lets
+// a holder that keeps relocking it keep it, rather than take it between two
+// of the holder's sections (the LockPatience mechanism), and still gets it
+// while the holder relocks: the patience has a bound. A worker that took it
+// fewer times than that, or with the mechanism off, lets no free lock be.
+TEST_CASE("A waiter that relocked the lock itself lets a relocking holder keep it a while", "[fibtex]") {
+    std::uint32_t const run = ftl::detail::FibtexOps::PatientRun();
+    REQUIRE(run > 1);
+    CHECK(PatientLooksOfRounds(true, run) >= 1);
+    CHECK(PatientLooksOfRounds(true, run - 1) == 0);
+    CHECK(PatientLooksOfRounds(false, run) == 0);
+}
+
+namespace {
+
 // Counts the parks of fibers on one Fibtex (EventCallbacks::OnWaitBegin).
 struct FibtexParks {
     void const *Mutex = nullptr;
