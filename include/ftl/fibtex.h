@@ -19,13 +19,15 @@
 //   usually about to unlock, and parking costs two fiber switches and a
 //   process-wide memory barrier. An unlock wakes one parked waiter and does
 //   not hand it the lock: whoever looks first takes it.
-// - A waiter whose worker has just taken this Fibtex several times in a row
-//   (tasks that each lock it again and again) lets a holder that keeps
-//   relocking it keep it for up to 150 us, rather than taking it between two
-//   of the holder's sections: the lock and the data it guards then cross
-//   the cores once per run of sections, not once per section. It takes the
-//   lock at once when the holder stops relocking. A waiter that took the
-//   lock once (a pop, a push) does not wait for that.
+// - A waiter whose worker's latest run of acquisitions of this Fibtex was
+//   8 or more in a row, with nobody else's between (tasks that each lock it
+//   again and again), lets a holder that keeps relocking it keep it for up
+//   to 150 us, rather than taking it between two of the holder's sections:
+//   the lock and the data it guards then cross the cores once per run of
+//   sections, not once per section. It takes the lock at its first look
+//   after the holder stops relocking. On a worker whose latest run was
+//   shorter (a task that locks once, pops and leaves) a waiter is not
+//   patient.
 #pragma once
 
 #include "ftl/detail/wait_list.h"
@@ -87,9 +89,16 @@ private:
     bool SpinAcquire(unsigned iterations, detail::Worker const *worker);
     bool PeeksOn() const;
     bool PatienceOn() const;
+    // A patient wait so far: the acquisition count at its previous look, and
+    // the looks at which it let the lock be, the first at Since (ns).
+    struct Patience {
+        std::uint32_t AcquisitionsSeen;
+        unsigned Looks = 0;
+        std::uint64_t Since = 0;
+    };
     // A patient waiter's look (fibtex.cpp, kPatienceNs): true when it lets
     // the free lock be, its holder being between two sections.
-    bool LetHolderRelock(std::uint32_t &acquisitionsSeen, std::uint64_t &patientSince) const;
+    bool LetHolderRelock(Patience &patience) const;
     void AcquiredAfterWait(unsigned looked, unsigned start, std::uint32_t acquisitionsBefore);
     // Parks until an unlock wakes it, then spins again, until it has the lock.
     void LockSlow(bool pinToThread, unsigned iterations);

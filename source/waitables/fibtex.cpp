@@ -292,6 +292,10 @@ static_assert((1u << kWatchLevel) % kWatchPauses == 0, "a watched interval is wh
 // along.
 constexpr std::uint32_t kPatientRun = 8;
 constexpr std::uint64_t kPatienceNs = 150000;
+// A bound that needs no clock: looks 2^kMaxBackoffLevel pauses apart (6 us
+// here) come to about 25 in kPatienceNs, and even 1-cycle pauses (arm64's
+// yield) to a few hundred.
+constexpr unsigned kMaxPatientLooks = 1024;
 
 // Acquisitions made at a look the watch brought forward (the tests' window
 // on the mechanism).
@@ -455,8 +459,7 @@ bool Fibtex::SpinAcquire(unsigned iterations, detail::Worker const *worker) {
     detail::Scheduler const *const watched = SearchesWatched(m_taskScheduler);
     std::uint32_t searchesSeen = watched != nullptr ? watched->Searches() : 0;
     bool const patient = worker != nullptr && worker->LockRunOf(this) >= kPatientRun && PatienceOn();
-    std::uint32_t acquisitionsSeen = m_acquisitions.load(std::memory_order_relaxed);
-    std::uint64_t patientSince = 0; // when it first let the lock be
+    Patience patience{m_acquisitions.load(std::memory_order_relaxed)};
     while (i < iterations) {
         unsigned const looked = level;
         unsigned const pauses = 1u << level;
@@ -478,7 +481,7 @@ bool Fibtex::SpinAcquire(unsigned iterations, detail::Worker const *worker) {
         }
         // A look that lets the lock be is not one of the attempts: patience
         // does not bring the park closer.
-        if (patient && LetHolderRelock(acquisitionsSeen, patientSince)) {
+        if (patient && LetHolderRelock(patience)) {
             continue;
         }
         ++i;
@@ -490,22 +493,23 @@ bool Fibtex::SpinAcquire(unsigned iterations, detail::Worker const *worker) {
     return false;
 }
 
-bool Fibtex::LetHolderRelock(std::uint32_t &acquisitionsSeen, std::uint64_t &patientSince) const {
+bool Fibtex::LetHolderRelock(Patience &patience) const {
     // The count shares the lock's line: this look costs the holder no more
     // than the plain one.
     std::uint32_t const acquisitions = m_acquisitions.load(std::memory_order_relaxed);
-    bool const relocked = acquisitions != acquisitionsSeen;
-    acquisitionsSeen = acquisitions;
+    bool const relocked = acquisitions != patience.AcquisitionsSeen;
+    patience.AcquisitionsSeen = acquisitions;
     if (!relocked || m_state.load(std::memory_order_relaxed) != kUnlocked) {
         return false; // the holder stopped, or the look would fail anyway
     }
     std::uint64_t const now = detail::NowNs();
-    if (patientSince == 0) {
-        patientSince = now;
+    if (patience.Looks == 0) {
+        patience.Since = now;
     }
-    if (now - patientSince >= kPatienceNs) {
+    if (now - patience.Since >= kPatienceNs || patience.Looks >= kMaxPatientLooks) {
         return false;
     }
+    ++patience.Looks;
     g_patientLooks.fetch_add(1, std::memory_order_relaxed);
     return true;
 }
