@@ -293,8 +293,9 @@ static_assert((1u << kWatchLevel) % kWatchPauses == 0, "a watched interval is wh
 constexpr std::uint32_t kPatientRun = 8;
 constexpr std::uint64_t kPatienceNs = 150000;
 // A bound that needs no clock: looks 2^kMaxBackoffLevel pauses apart (6 us
-// here) come to about 25 in kPatienceNs, and even 1-cycle pauses (arm64's
-// yield) to a few hundred.
+// here) come to about 25 in kPatienceNs; with 1-cycle pauses (arm64's
+// yield) to some 1,500, and there this ends the patience first, at about
+// 100 us.
 constexpr unsigned kMaxPatientLooks = 1024;
 
 // Acquisitions made at a look the watch brought forward (the tests' window
