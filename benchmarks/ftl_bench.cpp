@@ -739,8 +739,30 @@ struct PooledRatio {
     double High = 0;
 };
 
-PooledRatio RatioOfPooled(Sampled const &samples) {
+// Sets result's Low and High to the 95% interval of `statistic` over 400
+// resamples, with replacement, of `count` items (count >= 1): statistic(picks,
+// value) is given the resample's item indices and returns whether it had a
+// value. The seed is fixed: the same data give the same interval.
+template <class Statistic>
+void ResampledInterval(std::size_t count, Statistic &&statistic, PooledRatio &result) {
     constexpr unsigned kResamples = 400;
+    std::mt19937 random(12345);
+    std::uniform_int_distribution<std::size_t> pick(0, count - 1);
+    std::vector<std::size_t> picks(count);
+    std::vector<double> values;
+    for (unsigned i = 0; i < kResamples; ++i) {
+        for (std::size_t &picked : picks) {
+            picked = pick(random);
+        }
+        if (double value = 0; statistic(picks, value)) {
+            values.push_back(value);
+        }
+    }
+    result.Low = bench::PercentileOf(values, 2.5);
+    result.High = bench::PercentileOf(values, 97.5);
+}
+
+PooledRatio RatioOfPooled(Sampled const &samples) {
     std::vector<std::vector<double>> const &one = samples.One;
     std::vector<std::vector<double>> const &more = samples.More;
     double const percentile = samples.Percentile;
@@ -753,23 +775,23 @@ PooledRatio RatioOfPooled(Sampled const &samples) {
         result.Low = result.High = result.Ratio;
         return result;
     }
-    std::mt19937 random(12345); // the same interval for the same samples
-    std::uniform_int_distribution<std::size_t> pick(0, one.size() - 1);
     std::vector<std::vector<double>> ones(one.size());
     std::vector<std::vector<double>> mores(one.size());
-    std::vector<double> ratios;
-    for (unsigned i = 0; i < kResamples; ++i) {
-        for (std::size_t run = 0; run < one.size(); ++run) {
-            std::size_t const from = pick(random);
-            ones[run] = one[from];
-            mores[run] = more[from];
-        }
-        if (double const resampled = bench::PooledPercentile(ones, percentile); resampled > 0) {
-            ratios.push_back(bench::PooledPercentile(mores, percentile) / resampled);
-        }
-    }
-    result.Low = bench::PercentileOf(ratios, 2.5);
-    result.High = bench::PercentileOf(ratios, 97.5);
+    ResampledInterval(
+        one.size(),
+        [&](std::vector<std::size_t> const &picks, double &ratio) {
+            for (std::size_t run = 0; run < picks.size(); ++run) {
+                ones[run] = one[picks[run]];
+                mores[run] = more[picks[run]];
+            }
+            double const resampled = bench::PooledPercentile(ones, percentile);
+            if (resampled <= 0) {
+                return false;
+            }
+            ratio = bench::PooledPercentile(mores, percentile) / resampled;
+            return true;
+        },
+        result);
     return result;
 }
 
@@ -778,25 +800,23 @@ PooledRatio RatioOfPooled(Sampled const &samples) {
 // read 0.97 to 1.17 around a median of 1.06, so whether such a median is
 // above the target's 1.05 is often not resolved, and the verdict says so.
 PooledRatio MedianWithInterval(std::vector<double> const &ratios) {
-    constexpr unsigned kResamples = 400;
     PooledRatio result;
     result.Ratio = bench::MedianOf(ratios);
     result.Low = result.High = result.Ratio;
     if (ratios.size() < 2) {
         return result;
     }
-    std::mt19937 random(12345); // the same interval for the same rounds
-    std::uniform_int_distribution<std::size_t> pick(0, ratios.size() - 1);
     std::vector<double> resampled(ratios.size());
-    std::vector<double> medians;
-    for (unsigned i = 0; i < kResamples; ++i) {
-        for (double &ratio : resampled) {
-            ratio = ratios[pick(random)];
-        }
-        medians.push_back(bench::MedianOf(resampled));
-    }
-    result.Low = bench::PercentileOf(medians, 2.5);
-    result.High = bench::PercentileOf(medians, 97.5);
+    ResampledInterval(
+        ratios.size(),
+        [&](std::vector<std::size_t> const &picks, double &median) {
+            for (std::size_t round = 0; round < picks.size(); ++round) {
+                resampled[round] = ratios[picks[round]];
+            }
+            median = bench::MedianOf(resampled);
+            return true;
+        },
+        result);
     return result;
 }
 
