@@ -831,13 +831,27 @@ std::string IntervalNote(PooledRatio const &ratio, double target) {
     return "";
 }
 
+// How many rounds of its own a workload whose two pools run in one process
+// takes in each round of the run. Their state ratios are medians over
+// rounds, and 6 rounds left the cheap ones intervals too wide to settle a
+// 5% target (W1 1.01-1.12, W5s 0.94-1.10), and W8's pooled p99 0.83-1.22.
+// Such a round takes about 1 s (W1-W6) or 6-10 s (W8, W8b), against 100 s
+// or so for the workloads measured a process per pool size (the idle
+// windows, T1, M1, S1), so 4 of them a round add about 8 minutes to a
+// 6-round run and quadruple these figures' rounds.
+unsigned PassesPerRound(bench::Sizes const &sizes) {
+    return sizes.Short ? 2 : 4;
+}
+
 // --threads-pair: ftl alone, at one worker and at `more`, round by round
 // (which goes first alternates, so that drift cancels), each figure's
 // median at both and their ratio, with the host's state from the probes of
 // both measurements. Every figure is a time: above 1, the extra workers made
-// it slower. A round runs every workload once, so that each workload's
-// rounds spread over the whole run: the host changes state minutes apart,
-// and rounds run back to back would all fall in one. Returns the exit code.
+// it slower. A round runs every workload once (those measured in one
+// process PassesPerRound times, as rounds of their own), so that each
+// workload's rounds spread over the whole run: the host changes state
+// minutes apart, and rounds run back to back would all fall in one. Returns
+// the exit code.
 int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned more, unsigned rounds,
                    std::vector<bench::Workload> const &workloads, std::string const &jsonPath) {
     if (bench::kSanitizedBuild) {
@@ -872,35 +886,39 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
             if (implementation == nullptr) {
                 continue;
             }
-            bench::Measurement measured[2];               // [0]: one worker, [1]: `more`
-            std::vector<std::pair<double, double>> cores; // one worker on each CPU, per figure
-            double firstShare = -1;
-            bool const ok =
-                implementation->InterleavesPair || !workload.SelfMeasured()
-                    ? MeasureInterleaved(config, sizes, more, workload, *implementation, round, measured,
-                                         cores, firstShare)
-                    : MeasureApart(config, sizes, more, workload, *implementation, round, measured);
-            if (!ok) {
-                failed = true;
-                break;
-            }
-            double const probe = std::max({measured[0].ProbeBefore, measured[0].ProbeAfter,
-                                           measured[1].ProbeBefore, measured[1].ProbeAfter});
-            double const serial = std::max({measured[0].SerialBefore, measured[0].SerialAfter,
-                                            measured[1].SerialBefore, measured[1].SerialAfter});
-            for (std::size_t i = 0; i < workload.Figures.size(); ++i) {
-                bench::Stats const &one = measured[0].Figures[i];
-                bench::Stats const &most = measured[1].Figures[i];
-                rows.push_back(Row{workload.Figures[i].Id, workload.Figures[i].Unit, round + 1, one.Median,
-                                   most.Median, cores.empty() ? -1 : cores[i].first,
-                                   cores.empty() ? -1 : cores[i].second, firstShare, probe, serial,
-                                   static_cast<std::size_t>(&workload - workloads.data()), Sampled{}});
-                double const percentile = workload.Figures[i].Percentile;
-                if (percentile > 0 && !one.Samples.empty() && one.Samples.size() == most.Samples.size()) {
-                    Row &row = rows.back();
-                    row.Samples = Sampled{percentile, one.Samples, most.Samples};
-                    row.One = bench::PooledPercentile(one.Samples, percentile);
-                    row.More = bench::PooledPercentile(most.Samples, percentile);
+            bool const together = implementation->InterleavesPair || !workload.SelfMeasured();
+            unsigned const passes = together ? PassesPerRound(sizes) : 1;
+            for (unsigned pass = 0; pass < passes && !failed; ++pass) {
+                unsigned const own = round * passes + pass;   // the workload's own round
+                bench::Measurement measured[2];               // [0]: one worker, [1]: `more`
+                std::vector<std::pair<double, double>> cores; // one worker on each CPU, per figure
+                double firstShare = -1;
+                bool const ok =
+                    together ? MeasureInterleaved(config, sizes, more, workload, *implementation, own,
+                                                  measured, cores, firstShare)
+                             : MeasureApart(config, sizes, more, workload, *implementation, own, measured);
+                if (!ok) {
+                    failed = true;
+                    break;
+                }
+                double const probe = std::max({measured[0].ProbeBefore, measured[0].ProbeAfter,
+                                               measured[1].ProbeBefore, measured[1].ProbeAfter});
+                double const serial = std::max({measured[0].SerialBefore, measured[0].SerialAfter,
+                                                measured[1].SerialBefore, measured[1].SerialAfter});
+                for (std::size_t i = 0; i < workload.Figures.size(); ++i) {
+                    bench::Stats const &one = measured[0].Figures[i];
+                    bench::Stats const &most = measured[1].Figures[i];
+                    rows.push_back(Row{workload.Figures[i].Id, workload.Figures[i].Unit, own + 1, one.Median,
+                                       most.Median, cores.empty() ? -1 : cores[i].first,
+                                       cores.empty() ? -1 : cores[i].second, firstShare, probe, serial,
+                                       static_cast<std::size_t>(&workload - workloads.data()), Sampled{}});
+                    double const percentile = workload.Figures[i].Percentile;
+                    if (percentile > 0 && !one.Samples.empty() && one.Samples.size() == most.Samples.size()) {
+                        Row &row = rows.back();
+                        row.Samples = Sampled{percentile, one.Samples, most.Samples};
+                        row.One = bench::PooledPercentile(one.Samples, percentile);
+                        row.More = bench::PooledPercentile(most.Samples, percentile);
+                    }
                 }
             }
         }
@@ -937,14 +955,15 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
         "every run's samples pooled); state: slow when the cross-core probe (the highest of the four\n"
         "around a pair) is above %.0f ns; *: the single-thread probe read above %.1fx the run's lower\n"
         "quartile (%s ns), and the round is left out of the medians; the pools run in one process and\n"
-        "take their runs in turn (W8, W8b: samples), except for the self-measured figures without such\n"
-        "a fixture (W7, W7s, W7t, T1, M1, S1), each pool on a thread of its own; a timed workload's 1\n"
+        "take their runs in turn (W8, W8b: samples), %u rounds of their own in each round of the run,\n"
+        "except for the self-measured figures without such a fixture (W7, W7s, W7t, T1, M1, S1), which\n"
+        "take one, each pool on a thread of its own; a timed workload's 1\n"
         "worker is a 1-worker pool on each of the first two CPUs (the host runs one vCPU up to 1.5x\n"
         "slower than the other for seconds at a time), their figures weighed by the share of its tasks\n"
         "the larger pool ran on the first (last columns; halves when it has more than 2 workers or ran\n"
         "fewer than %u tasks)\n\n",
         more, rounds, rounds == 1 ? "" : "s", config.Repetitions, kSlowProbeNs, kSerialSlowFactor,
-        bench::FormatValue(serialBase).c_str(), static_cast<unsigned>(kWeighedTasks));
+        bench::FormatValue(serialBase).c_str(), PassesPerRound(sizes), static_cast<unsigned>(kWeighedTasks));
     std::printf("  %-8s %-14s %5s %12s %12s %8s %10s %10s %5s  %-25s %s\n", "figure", "unit", "round",
                 "1 worker", std::to_string(more).append(" workers").c_str(), "ratio", "probe ns", "1-thread",
                 "state", "1 worker on CPU 1st / 2nd", "tasks on the 1st");
@@ -1046,7 +1065,8 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
              << "  \"finished\": " << bench::JsonString(UtcNow()) << ",\n"
              << "  \"cpu\": " << bench::JsonString(CpuModel()) << ",\n"
              << "  \"workers\": " << more << ",\n  \"rounds\": " << rounds
-             << ",\n  \"repetitions\": " << config.Repetitions << ",\n  \"slow_probe_ns\": " << kSlowProbeNs
+             << ",\n  \"passes\": " << PassesPerRound(sizes) << ",\n  \"repetitions\": " << config.Repetitions
+             << ",\n  \"slow_probe_ns\": " << kSlowProbeNs
              << Format(",\n  \"serial_slow_factor\": %.6g,\n  \"serial_base_ns\": %.6g", kSerialSlowFactor,
                        serialBase)
              << ",\n  \"rows\": [";
