@@ -15,8 +15,8 @@
  *   pinned ready                scheduler/wait.cpp ReadyFiber (inbox push; Scheduler::NotifyWorker,
  *                               IdleState::NotifyOne: fence, ClaimSpecific)
  *   next slot                   scheduler/worker.cpp Worker::KeepReadied (a task readies a fiber
- *                               into its worker's slot: no wake; a second one sends the first to
- *                               the ready deque with NotifyWork), FindWork (the slot first, or
+ *                               into its worker's slot: a wake or none; a second one sends the
+ *                               first to the ready deque with NotifyWork), FindWork (the slot first, or
  *                               PublishNext when something else was taken), StealNext (a searcher
  *                               takes a fill it saw twice), Idle and IdleHooks::Poll (a wake made
  *                               while idle is published at once)
@@ -72,11 +72,18 @@ inline notifyWork(idx) {
     fi
 }
 
-/* ReadyFiber with keepLocal on worker `w` (KeepReadied): into the slot, no
-   wake; a fiber already there goes to the ready deque, with a wake. */
+/* ReadyFiber from a task on worker `w` (KeepReadied): into the slot; a
+   fiber already there goes to the ready deque, with a wake. A fill by an
+   unlock or a notify may also wake a parked worker for the slot itself
+   (NextSlotWake; the backoff decides, so either may happen): never
+   needed for liveness, and it must not break it either. */
 inline keepReadied(w, idx) {
     if
-    :: atomic { slot[w] == 0 -> slot[w] = 1 }
+    :: atomic { slot[w] == 0 -> slot[w] = 1 } ->
+        if
+        :: skip
+        :: notifyWork(idx)
+        fi
     :: atomic { slot[w] == 1 -> queue++ } -> notifyWork(idx)
     fi
 }

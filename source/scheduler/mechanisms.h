@@ -35,6 +35,13 @@ struct Mechanisms {
     // woken for it (off: it goes to the worker's ready deque, in every
     // thief's sight, and a parked worker is woken).
     bool NextSlot = true;
+    // A fiber that an unlock or a notify readies into the next slot (its
+    // task usually goes on running) wakes a parked worker when nobody is
+    // searching, which takes it from the slot; fewer such wakes after ones
+    // that found the fiber already run by its own worker (off: nobody is
+    // woken, and unless a worker is already searching the fiber waits until
+    // the task waits or ends).
+    bool NextSlotWake = true;
     // A worker whose task steals keep it busy for less than a microsecond
     // looks at other workers' task deques less and less often (off: it
     // looks, and steals, on every spin round).
@@ -78,6 +85,7 @@ constexpr MechanismSwitch kMechanismSwitches[] = {
     {"ReadyFibersFirst", &Mechanisms::ReadyFibersFirst},
     {"InlineChildren", &Mechanisms::InlineChildren},
     {"NextSlot", &Mechanisms::NextSlot},
+    {"NextSlotWake", &Mechanisms::NextSlotWake},
     {"StealBackoff", &Mechanisms::StealBackoff},
     {"StealBatch", &Mechanisms::StealBatch},
     {"LockPeeks", &Mechanisms::LockPeeks},

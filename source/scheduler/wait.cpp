@@ -104,9 +104,9 @@ void PublishWaiter(Scheduler &scheduler, SwitchRecord const &record) {
     }
 }
 
-void WakeWaiter(Scheduler *scheduler, WaitNode *node) {
+void WakeWaiter(Scheduler *scheduler, WaitNode *node, Readier readier) {
     if (node->Waiter != nullptr) {
-        ReadyFiber(*scheduler, node->Waiter, node->PinnedTo, true);
+        ReadyFiber(*scheduler, node->Waiter, node->PinnedTo, readier);
         return;
     }
     // A thread: after the store it may return, and its node with it; the
@@ -116,7 +116,7 @@ void WakeWaiter(Scheduler *scheduler, WaitNode *node) {
     FutexWake(woken, 1);
 }
 
-void ReadyFiber(Scheduler &scheduler, Fiber *fiber, Worker *pinnedTo, bool keepLocal) {
+void ReadyFiber(Scheduler &scheduler, Fiber *fiber, Worker *pinnedTo, Readier readier) {
     fiber->Transition(FiberState::Waiting, FiberState::Ready);
     Worker *current = scheduler.CurrentWorkerOfThis();
     if (pinnedTo != nullptr) {
@@ -128,8 +128,8 @@ void ReadyFiber(Scheduler &scheduler, Fiber *fiber, Worker *pinnedTo, bool keepL
         return;
     }
     if (current != nullptr) {
-        if (keepLocal && current->KeepsReadied()) {
-            current->KeepReadied(fiber);
+        if (readier != Readier::BetweenTasks && current->KeepsReadied()) {
+            current->KeepReadied(fiber, readier == Readier::TaskThatGoesOn);
             return;
         }
         current->ReadyFibers().Push(fiber);

@@ -45,14 +45,26 @@ Worker *Park(Worker *worker, WaitNode &node, bool pin, RegisterWaiter registerWa
 bool WaitOnThread(WaitNode &node, RegisterWaiter registerWaiter, void *waitable);
 // The post-switch step of a park (see the protocol above).
 void PublishWaiter(Scheduler &scheduler, SwitchRecord const &record);
+// What readies a fiber, for ReadyFiber. The waitables' wakes come from a
+// task running on the calling worker, so the fiber may wait in that
+// worker's next slot; the timers fire between tasks, and a registration
+// that found its condition already met is no task's doing.
+enum class Readier {
+    BetweenTasks,
+    // A counter's change: its task usually waits or ends right after (a
+    // hand-off), and then runs the fiber itself.
+    TaskThatWaits,
+    // A Fibtex unlock or a notify: its task usually goes on running, so a
+    // parked worker is woken for the slot (Worker::KeepReadied).
+    TaskThatGoesOn,
+};
+
 // Ends the wait of a node a waker took off a list: readies its fiber, or
 // wakes its thread. Any thread; the node may be gone once this returns.
-void WakeWaiter(Scheduler *scheduler, WaitNode *node);
-// Makes a waiting fiber runnable again. Any thread. keepLocal: a task
-// running on the calling worker readied it, so it may wait in that worker's
-// next slot (the waitables' wakes; not the timers, which fire between
-// tasks, nor a registration that found its condition already met).
-void ReadyFiber(Scheduler &scheduler, Fiber *fiber, Worker *pinnedTo, bool keepLocal = false);
+void WakeWaiter(Scheduler *scheduler, WaitNode *node, Readier readier);
+// Makes a waiting fiber runnable again. Any thread.
+void ReadyFiber(Scheduler &scheduler, Fiber *fiber, Worker *pinnedTo,
+                Readier readier = Readier::BetweenTasks);
 
 // Registrations with no list: a sleep (the timers are its waitable) and a
 // yield (the worker is).

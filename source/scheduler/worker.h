@@ -129,6 +129,9 @@ public:
     // finds the queue empty is over.
     Source NextSource(bool heldTasks);
     bool TakeReadyFiber(Fiber *&fiber);
+    // Whether to wake a parked worker for the slot's fill `word` (readied by
+    // a task that goes on), judging the previous such wake first.
+    bool WakesForNext(std::uintptr_t word);
     // Moves the next slot's fiber, if any, to the ready deque, where every
     // worker may take it, and wakes one for it (a relaxed load when empty).
     void PublishNext();
@@ -196,7 +199,11 @@ public:
     // FindWork and TakeReadyFiber). A searching worker that sees the same
     // fill of the slot on two looks takes it (Steal), so a task that goes on
     // running does not hold it forever while another worker looks for work.
-    void KeepReadied(Fiber *fiber);
+    // goesOn: the readying task usually goes on running (an unlock, a
+    // notify), so a parked worker is woken to take the fiber when nobody is
+    // searching, unless this worker's recent such wakes were wasted (see
+    // WakesForNext).
+    void KeepReadied(Fiber *fiber, bool goesOn);
     bool KeepsReadied() const { return m_nextSlot; }
     // For the idle spin: whether another worker's next slot holds the fill
     // this worker saw there at its previous look (then Steal takes it).
@@ -326,6 +333,12 @@ private:
     // fibers waited (see TakeReadyFiber).
     unsigned m_nextStreak = 0;
     std::uintptr_t m_nextFills = 0;
+    // The wake for a held slot (WakesForNext): the slot word of the fill
+    // last woken for (0: judged), and the backoff after wasted wakes.
+    std::uintptr_t m_nextWake = 0;
+    unsigned m_nextWakeBackoff = 0;
+    unsigned m_nextWakeSkip = 0;
+    bool m_nextWakeOn = true;
     // Steal's memory of the last slot fill it saw: the victim and the word.
     unsigned m_seenNextVictim = 0;
     std::uintptr_t m_seenNext = 0;

@@ -81,7 +81,7 @@ public:
         while (chain != nullptr) {
             // Read before the wake: the node lives on the waiter's stack.
             WaitNode *next = chain->Next;
-            WakeWaiter(scheduler, chain);
+            WakeWaiter(scheduler, chain, Readier::TaskThatGoesOn);
             chain = next;
         }
     }

@@ -70,7 +70,7 @@ void BaseCounter::WakeWaiters(unsigned value) {
         // Read the node before readying its fiber: the node lives on that
         // fiber's stack and is gone once the fiber runs.
         detail::WaitNode *next = chain->Next;
-        detail::WakeWaiter(&scheduler, chain);
+        detail::WakeWaiter(&scheduler, chain, detail::Readier::TaskThatWaits);
         chain = next;
     }
 }

@@ -139,7 +139,7 @@ __attribute__((noinline)) void UnlockSlow(void const *mutex) {
         scheduler = Scheduler::Of(FibtexOps::SchedulerOf(*static_cast<Fibtex const *>(node->Object)));
     }
     // The node outlives this: its fiber (or thread) waits until woken.
-    WakeWaiter(scheduler, node);
+    WakeWaiter(scheduler, node, Readier::TaskThatGoesOn);
 }
 
 } // namespace

@@ -10,6 +10,8 @@
 // scheduler wakes the worker on its own CPU, and yields to it
 // (YieldToWokenWorker).
 #include "ftl/atomic_counter.h"
+#include "ftl/condition_variable.h"
+#include "ftl/fibtex.h"
 #include "ftl/stats.h"
 #include "ftl/task_counter.h"
 #include "ftl/task_scheduler.h"
@@ -19,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -30,6 +33,32 @@ using ftl_test::LambdaTask;
 using ftl_test::Options;
 
 namespace {
+
+// Runs side(t, 0) and side(t, 1) as two tasks, and waits for both after
+// `first` (on the Init thread).
+template <class Side, class First>
+void RunSides(ftl::TaskScheduler &ts, Side &side, First first) {
+    auto ping = [&](ftl::TaskScheduler *t) { side(t, 0); };
+    auto pong = [&](ftl::TaskScheduler *t) { side(t, 1); };
+    ftl::TaskCounter counter(&ts);
+    ts.AddTask(LambdaTask(ping), ftl::TaskPriority::Normal, &counter);
+    ts.AddTask(LambdaTask(pong), ftl::TaskPriority::Normal, &counter);
+    first();
+    ts.WaitForCounter(&counter);
+}
+
+// How many hand-offs crossed to the other worker: where[v] is the worker
+// of step v, on 2 workers.
+unsigned CountMoves(std::vector<unsigned> const &where) {
+    unsigned moves = 0;
+    for (std::size_t v = 1; v < where.size(); ++v) {
+        REQUIRE(where[v] < 2);
+        if (where[v] != where[v - 1]) {
+            ++moves;
+        }
+    }
+    return moves;
+}
 
 // Two tasks hand a FullAtomicCounter back and forth `rounds` times (the
 // benchmark's W4); each records the worker it runs on after every wait.
@@ -48,24 +77,36 @@ unsigned PingPongMoves(ftl::detail::Mechanisms const &mechanisms, unsigned round
             value.FetchAdd(1);
         }
     };
-    auto ping = [&](ftl::TaskScheduler *t) { side(t, 0); };
-    auto pong = [&](ftl::TaskScheduler *t) { side(t, 1); };
-    ftl::TaskCounter counter(&ts);
-    ts.AddTask(LambdaTask(ping), ftl::TaskPriority::Normal, &counter);
-    ts.AddTask(LambdaTask(pong), ftl::TaskPriority::Normal, &counter);
     // A value wait: the Init thread's fiber parks instead of running one of
     // the sides inline, where its waits would be pinned to worker 0.
-    ts.WaitForCounter(&value, 2 * rounds);
-    ts.WaitForCounter(&counter);
+    RunSides(ts, side, [&] { ts.WaitForCounter(&value, 2 * rounds); });
     REQUIRE(value.Load() == 2 * rounds);
-    unsigned moves = 0;
-    for (unsigned v = 1; v < 2 * rounds; ++v) {
-        REQUIRE(where[v] < 2);
-        if (where[v] != where[v - 1]) {
-            ++moves;
+    return CountMoves(where);
+}
+
+// The same hand-off through a condition variable: each side waits for its
+// turn under a Fibtex, takes it, and notifies the other, which then waits
+// in the notifier's next slot until the notifier waits for its next turn.
+unsigned ConditionPingPongMoves(ftl::detail::Mechanisms const &mechanisms, unsigned rounds) {
+    ftl::TaskScheduler ts;
+    REQUIRE(ftl::detail::InitWithMechanisms(ts, Options(2), mechanisms) == 0);
+    ftl::Fibtex lock(&ts);
+    ftl::ConditionVariable condition(&ts);
+    unsigned turn = 0; // under the lock
+    std::vector<unsigned> where(2 * rounds, ~0u);
+    auto side = [&](ftl::TaskScheduler *t, unsigned first) {
+        for (unsigned i = 0; i < rounds; ++i) {
+            unsigned const mine = 2 * i + first;
+            std::unique_lock<ftl::Fibtex> guard(lock);
+            condition.wait(guard, [&] { return turn == mine; });
+            where[mine] = t->GetCurrentThreadIndex();
+            ++turn;
+            condition.notify_one();
         }
-    }
-    return moves;
+    };
+    RunSides(ts, side, [] {});
+    REQUIRE(turn == 2 * rounds);
+    return CountMoves(where);
 }
 
 bool WaitsOn(ftl::TaskScheduler &ts, void const *object) {
@@ -93,6 +134,17 @@ TEST_CASE("Two fibers handing a value back and forth stay on one worker", "[next
     // after that the pair has no reason to leave its worker.
     constexpr unsigned kRounds = 4000;
     unsigned const moves = PingPongMoves(ftl::detail::Mechanisms{}, kRounds);
+    CAPTURE(moves);
+    CHECK(moves <= kRounds / 20);
+}
+
+TEST_CASE("Two fibers handing turns through a condition variable stay on one worker", "[next-slot]") {
+    // Each notify readies the other side into the slot and wakes the parked
+    // worker for it; the notifier waits right after and runs it first, so
+    // those wakes are wasted and soon skipped, and the woken worker must not
+    // pull the pair apart.
+    constexpr unsigned kRounds = 4000;
+    unsigned const moves = ConditionPingPongMoves(ftl::detail::Mechanisms{}, kRounds);
     CAPTURE(moves);
     CHECK(moves <= kRounds / 20);
 }
@@ -156,6 +208,86 @@ TEST_CASE("A searching worker takes a fiber whose readier goes on running", "[ne
         REQUIRE_FALSE(timedOut.load());
         REQUIRE(ran.load());
         CHECK(ranOn.load() == 1);
+    }
+}
+
+namespace {
+
+enum class Readying { Unlock, Notify };
+
+// Worker 0's task readies a fiber of worker 1's task, by unlocking a Fibtex
+// that fiber waits for or by notifying a condition variable it waits on,
+// and then goes on running (up to 5 s) until that fiber has run. Worker 1,
+// whose only task waits, has parked meanwhile (20 ms; it spins for tens of
+// microseconds before it parks). Returns the worker the fiber ran on, or
+// ~0u when it did not run while the task went on.
+unsigned WhereReadiedFiberRuns(ftl::TaskScheduler &ts, Readying how) {
+    ftl::Fibtex lock(&ts);
+    ftl::ConditionVariable condition(&ts);
+    bool go = false; // under the lock
+    std::atomic<bool> held{false};
+    std::atomic<bool> ran{false};
+    std::atomic<unsigned> ranOn{~0u};
+    std::atomic<bool> timedOut{false};
+    void const *waitedOn = how == Readying::Unlock ? static_cast<void const *>(&lock) : &condition;
+    auto waiter = [&](ftl::TaskScheduler *t) {
+        while (!held.load()) {
+        }
+        std::unique_lock<ftl::Fibtex> guard(lock); // Unlock: parks here
+        while (!go) {
+            condition.wait(guard); // Notify: parks here
+        }
+        ranOn.store(t->GetCurrentThreadIndex());
+        ran.store(true);
+    };
+    auto readier = [&](ftl::TaskScheduler *) {
+        if (how == Readying::Unlock) {
+            lock.lock();
+            go = true;
+        }
+        held.store(true);
+        // Until the waiter's fiber is parked (its registration follows the
+        // switch off its stack), then until its worker has parked too.
+        while (!WaitsOn(ts, waitedOn)) {
+        }
+        SpinFor(std::chrono::milliseconds(20));
+        if (how == Readying::Unlock) {
+            lock.unlock(); // the waiter goes to this worker's next slot
+        } else {
+            std::lock_guard<ftl::Fibtex> guard(lock);
+            go = true;
+            condition.notify_one(); // the waiter goes to this worker's next slot
+        }
+        auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (!ran.load()) {
+            if (std::chrono::steady_clock::now() > deadline) {
+                timedOut.store(true);
+                return;
+            }
+        }
+    };
+    ftl::TaskCounter counter(&ts);
+    ts.AddPinnedTask(1, LambdaTask(waiter), ftl::TaskPriority::Normal, &counter);
+    ts.AddPinnedTask(0, LambdaTask(readier), ftl::TaskPriority::Normal, &counter);
+    ts.WaitForCounter(&counter);
+    REQUIRE(ran.load());
+    return timedOut.load() ? ~0u : ranOn.load();
+}
+
+} // namespace
+
+TEST_CASE("An unlock or a notify whose task goes on running wakes a parked worker for the fiber",
+          "[next-slot]") {
+    // The readied fiber waits in worker 0's next slot while worker 0's task
+    // runs; without a wake it would run only once that task ends, with
+    // worker 1 idle all along.
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(Options(2)) == 0);
+    for (Readying const how : {Readying::Unlock, Readying::Notify}) {
+        for (unsigned round = 0; round < 5; ++round) {
+            CAPTURE(how == Readying::Unlock ? "unlock" : "notify", round);
+            CHECK(WhereReadiedFiberRuns(ts, how) == 1);
+        }
     }
 }
 
