@@ -76,7 +76,8 @@ inline notifyWork(idx) {
    fiber already there goes to the ready deque, with a wake. A fill by an
    unlock or a notify may also wake a parked worker for the slot itself
    (NextSlotWake; the backoff decides, so either may happen): never
-   needed for liveness, and it must not break it either. */
+   needed for liveness, and it must not break it either. (After a
+   displacement the code may notify twice; one more wake is left out.) */
 inline keepReadied(w, idx) {
     if
     :: atomic { slot[w] == 0 -> slot[w] = 1 } ->

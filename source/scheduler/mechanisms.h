@@ -38,9 +38,9 @@ struct Mechanisms {
     // A fiber that an unlock or a notify readies into the next slot (its
     // task usually goes on running) wakes a parked worker when nobody is
     // searching, which takes it from the slot; fewer such wakes after ones
-    // that found the fiber already run by its own worker (off: nobody is
+    // whose task reached a scheduling point soon after (off: nobody is
     // woken, and unless a worker is already searching the fiber waits until
-    // the task waits or ends).
+    // the task reaches a scheduling point).
     bool NextSlotWake = true;
     // A worker whose task steals keep it busy for less than a microsecond
     // looks at other workers' task deques less and less often (off: it

@@ -32,6 +32,7 @@ Worker *Park(Worker *worker, WaitNode &node, bool pin, RegisterWaiter registerWa
     // turn) -- without this, two fibers waking each other would hand the
     // thread back and forth forever and starve queued tasks.
     Fiber *next = nullptr;
+    worker->JudgeNextWake();
     if (worker->NextSource(false) == Source::ReadyFiber && worker->TakeReadyFiber(next)) {
         next->Transition(FiberState::Ready, FiberState::Running);
         worker->CountItem();

@@ -85,7 +85,7 @@ void Worker::Init(Scheduler *scheduler, GlobalQueue *globalQueues, unsigned inde
     m_adaptiveInterval = mechanisms.AdaptiveGlobalInterval;
     m_readyFibersFirst = mechanisms.ReadyFibersFirst;
     m_nextSlot = mechanisms.NextSlot;
-    m_nextWakeOn = mechanisms.NextSlotWake;
+    m_nextWakeOn = mechanisms.NextSlotWake && scheduler->NumWorkers() > 1;
     m_stealBackoffOn = mechanisms.StealBackoff;
     m_stealBatchOn = mechanisms.StealBatch;
     m_globalInterval = m_adaptiveInterval ? static_cast<unsigned>(kGlobalQueueLatencyNs / kInitialAvgTaskNs)
@@ -174,11 +174,6 @@ Worker *Worker::Idle(Fiber *self) {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     scheduler.CheckDrain(*this);
     PublishNext(); // see IdleHooks::Poll
-    // Out of work: the hand-offs that made this worker's wakes for its slot
-    // wasted are over.
-    m_nextWake = 0;
-    m_nextWakeBackoff = 0;
-    m_nextWakeSkip = 0;
     if (scheduler.Quitting()) {
         return ExitThread(self);
     }
@@ -312,6 +307,7 @@ void Worker::TraceSteal(unsigned victim) {
 // ---- The find-work order's takes ----
 
 bool Worker::FindWork(TaskItem &item) {
+    JudgeNextWake();
     bool const globalTurn = m_globalCountdown == 0;
     if (globalTurn) {
         // The global queue's turn comes about every millisecond of work:
@@ -367,34 +363,11 @@ inline bool Worker::Take(Source source, TaskItem &item) {
 // other through the slot cannot starve the rest.
 constexpr unsigned kMaxNextStreak = 3;
 
-// The wake for a held slot costs the readying task a futex wake and the
-// woken worker a search, and is wasted when the task waits or ends before
-// the woken worker's second look: then this worker runs the fiber itself
-// (TakeReadyFiber), as in a hand-off through a condition variable. After
-// such a wake the next 1, 2, 4, ... up to kMaxNextWakeBackoff fills of
-// that kind wake nobody; a wake whose fill this worker did not run itself
-// (a thief took it, or it moved to the ready deque) resets that, and so
-// does this worker running out of work (Idle). Two tasks handing turns
-// through a condition variable, with the other worker idle, took about
-// 1.4 times as long a hand-off with a cap of 64 as with no wake at all
-// (the wakes' futex calls and the woken worker's looks at the slot), and
-// 1.04 times (the median of 10 runs in turn) with 1,024.
-constexpr unsigned kMaxNextWakeBackoff = 1024;
-
 bool Worker::TakeReadyFiber(Fiber *&fiber) {
     if (!NextLooksEmpty()) {
         bool const older = !m_pinned.LooksEmpty() || !m_ready.LooksEmpty();
         if (!older || m_nextStreak < kMaxNextStreak) {
-            std::uintptr_t const word = m_next.exchange(0, std::memory_order_acquire);
-            if (word != 0) {
-                if (word == m_nextWake) {
-                    // Woken for, and run here all the same: a wasted wake.
-                    m_nextWake = 0;
-                    m_nextWakeBackoff =
-                        std::min(m_nextWakeBackoff == 0 ? 1u : 2 * m_nextWakeBackoff, kMaxNextWakeBackoff);
-                    m_nextWakeSkip = m_nextWakeBackoff;
-                }
-                fiber = reinterpret_cast<Fiber *>(word & ~kNextFillMask);
+            if ((fiber = TakeNext()) != nullptr) {
                 m_nextStreak = older ? m_nextStreak + 1 : 0;
                 return true;
             }
@@ -575,30 +548,58 @@ void Worker::KeepReadied(Fiber *fiber, bool goesOn) {
         m_ready.Push(reinterpret_cast<Fiber *>(old & ~kNextFillMask));
         m_scheduler->NotifyWork(Scheduler::Waker::Worker);
     }
-    if (goesOn && m_nextWakeOn && WakesForNext(word)) {
-        // A worker already searching sees the fill on its looks; a parked
-        // one is woken as for queued work, and takes the fill once it has
-        // seen it twice (StealNext). Best effort: a searcher about to park
-        // does not look at slots in its last check, and then the fiber
-        // waits for this worker as before.
-        if (m_scheduler->Idle().Notify() < 0) {
-            m_nextWake = 0; // nobody woken: nothing to judge
-        }
-    }
-}
-
-bool Worker::WakesForNext(std::uintptr_t word) {
-    if (m_nextWake != 0) {
-        m_nextWake = 0;
-        m_nextWakeBackoff = 0;
-        m_nextWakeSkip = 0;
+    // One wake until the next scheduling point judges it: the woken worker
+    // searches, and takes whatever the slot holds once it has seen it twice.
+    if (!goesOn || !m_nextWakeOn || m_nextWakeAt != 0) {
+        return;
     }
     if (m_nextWakeSkip != 0) {
         --m_nextWakeSkip;
-        return false;
+        return;
     }
-    m_nextWake = word;
-    return true;
+    // A worker already searching sees the fill on its looks; a parked one
+    // is woken as for queued work (none under Spin or Yield, where workers
+    // never park). Best effort: a searcher about to park does not count a
+    // fill seen once in its last check, and then the fiber waits for this
+    // worker as before.
+    if (m_scheduler->Behavior() == EmptyQueueBehavior::Sleep && m_scheduler->Idle().Notify() >= 0) {
+        m_nextWakeAt = NowNs();
+    }
+}
+
+// The wake for a held slot costs the readying task a futex wake and the
+// woken worker a search. It pays when the task goes on running long after
+// it, and is wasted when the task soon waits or ends (a hand-off through a
+// condition variable: the notifier waits right after): the fiber would not
+// have waited long anyway, and the woken worker may even take it away from
+// the core its data is on. So a worker judges its wake at its next
+// scheduling point (the task waits or ends). One that soon after was
+// wasted: the next 1, 2, 4, ... up to kMaxNextWakeBackoff such fills wake
+// nobody. A later one paid, and ends the backoff. A new task's first such
+// fill is never skipped (BeforeTask), but the backoff's level stays, so
+// that a hand-off that moves to another worker, and back, does not start
+// over from one there. Tens of microseconds is what the woken worker takes
+// to wake and look twice on the benchmark host: a task that waits sooner
+// gains little from the wake. Two tasks handing turns through a condition
+// variable, with the other worker idle, took 1.02 to 1.12 times as long a
+// hand-off as with no wake at all (medians of 10 runs in turn, three sets;
+// each run a new scheduler, whose backoff starts from nothing). With the
+// backoff reset whenever a worker went idle, every move of the pair
+// restarted it and its early wakes made more moves: a median of 1.26
+// times, single runs up to 4.3.
+constexpr std::uint64_t kNextWakePaysNs = 50000;
+constexpr unsigned kMaxNextWakeBackoff = 1024;
+
+void Worker::JudgeNextWakeSlow() {
+    bool const paid = NowNs() - m_nextWakeAt >= kNextWakePaysNs;
+    m_nextWakeAt = 0;
+    if (paid) {
+        m_nextWakeBackoff = 0;
+        m_nextWakeSkip = 0;
+        return;
+    }
+    m_nextWakeBackoff = std::min(m_nextWakeBackoff == 0 ? 1u : 2 * m_nextWakeBackoff, kMaxNextWakeBackoff);
+    m_nextWakeSkip = m_nextWakeBackoff;
 }
 
 Fiber *Worker::TakeNext() {

@@ -129,9 +129,14 @@ public:
     // finds the queue empty is over.
     Source NextSource(bool heldTasks);
     bool TakeReadyFiber(Fiber *&fiber);
-    // Whether to wake a parked worker for the slot's fill `word` (readied by
-    // a task that goes on), judging the previous such wake first.
-    bool WakesForNext(std::uintptr_t word);
+    // At a scheduling point of this worker (its task waits or ended): did
+    // the wake made for the slot since pay? (See kNextWakePaysNs.)
+    void JudgeNextWake() {
+        if (m_nextWakeAt != 0) {
+            JudgeNextWakeSlow();
+        }
+    }
+    void JudgeNextWakeSlow();
     // Moves the next slot's fiber, if any, to the ready deque, where every
     // worker may take it, and wakes one for it (a relaxed load when empty).
     void PublishNext();
@@ -202,7 +207,7 @@ public:
     // goesOn: the readying task usually goes on running (an unlock, a
     // notify), so a parked worker is woken to take the fiber when nobody is
     // searching, unless this worker's recent such wakes were wasted (see
-    // WakesForNext).
+    // kNextWakePaysNs).
     void KeepReadied(Fiber *fiber, bool goesOn);
     bool KeepsReadied() const { return m_nextSlot; }
     // For the idle spin: whether another worker's next slot holds the fill
@@ -333,12 +338,12 @@ private:
     // fibers waited (see TakeReadyFiber).
     unsigned m_nextStreak = 0;
     std::uintptr_t m_nextFills = 0;
-    // The wake for a held slot (WakesForNext): the slot word of the fill
-    // last woken for (0: judged), and the backoff after wasted wakes.
-    std::uintptr_t m_nextWake = 0;
+    // The wake for a held slot (KeepReadied): when the last one was made
+    // (0: judged, or none), and the backoff after wasted ones.
+    std::uint64_t m_nextWakeAt = 0;
     unsigned m_nextWakeBackoff = 0;
     unsigned m_nextWakeSkip = 0;
-    bool m_nextWakeOn = true;
+    bool m_nextWakeOn = true; // the switch, and more than one worker
     // Steal's memory of the last slot fill it saw: the victim and the word.
     unsigned m_seenNextVictim = 0;
     std::uintptr_t m_seenNext = 0;
@@ -548,6 +553,8 @@ inline void Worker::BeforeTask(TaskCounter const *counter) {
     if (m_doneCount != 0 && counter != m_doneCounter) {
         PublishFinished();
     }
+    // A new task's first wake for the slot is not skipped (kNextWakePaysNs).
+    m_nextWakeSkip = 0;
 }
 
 inline Worker *Worker::RunTask(TaskItem const &item) {

@@ -16,6 +16,7 @@
 #include "ftl/task_counter.h"
 #include "ftl/task_scheduler.h"
 #include "scheduler/mechanisms.h"
+#include "scheduler/scheduler.h"
 #include "test_support.h"
 
 #include <atomic>
@@ -93,6 +94,7 @@ unsigned ConditionPingPongMoves(ftl::detail::Mechanisms const &mechanisms, unsig
     ftl::Fibtex lock(&ts);
     ftl::ConditionVariable condition(&ts);
     unsigned turn = 0; // under the lock
+    ftl::FullAtomicCounter finished(&ts, 0);
     std::vector<unsigned> where(2 * rounds, ~0u);
     auto side = [&](ftl::TaskScheduler *t, unsigned first) {
         for (unsigned i = 0; i < rounds; ++i) {
@@ -103,8 +105,11 @@ unsigned ConditionPingPongMoves(ftl::detail::Mechanisms const &mechanisms, unsig
             ++turn;
             condition.notify_one();
         }
+        finished.FetchAdd(1);
     };
-    RunSides(ts, side, [] {});
+    // A value wait, as in PingPongMoves: neither side runs inline on the
+    // Init thread, whose waits stay on worker 0.
+    RunSides(ts, side, [&] { ts.WaitForCounter(&finished, 2); });
     REQUIRE(turn == 2 * rounds);
     return CountMoves(where);
 }
@@ -217,10 +222,11 @@ enum class Readying { Unlock, Notify };
 
 // Worker 0's task readies a fiber of worker 1's task, by unlocking a Fibtex
 // that fiber waits for or by notifying a condition variable it waits on,
-// and then goes on running (up to 5 s) until that fiber has run. Worker 1,
-// whose only task waits, has parked meanwhile (20 ms; it spins for tens of
-// microseconds before it parks). Returns the worker the fiber ran on, or
-// ~0u when it did not run while the task went on.
+// and then goes on running (up to 5 s) until that fiber has run, and 1 ms
+// more. Worker 1,
+// whose only task waits, has parked meanwhile (the task waits for that
+// first). Returns the worker the fiber ran on, or ~0u when it did not run
+// while the task went on.
 unsigned WhereReadiedFiberRuns(ftl::TaskScheduler &ts, Readying how) {
     ftl::Fibtex lock(&ts);
     ftl::ConditionVariable condition(&ts);
@@ -229,6 +235,7 @@ unsigned WhereReadiedFiberRuns(ftl::TaskScheduler &ts, Readying how) {
     std::atomic<bool> ran{false};
     std::atomic<unsigned> ranOn{~0u};
     std::atomic<bool> timedOut{false};
+    std::atomic<bool> workerParked{true};
     void const *waitedOn = how == Readying::Unlock ? static_cast<void const *>(&lock) : &condition;
     auto waiter = [&](ftl::TaskScheduler *t) {
         while (!held.load()) {
@@ -247,10 +254,18 @@ unsigned WhereReadiedFiberRuns(ftl::TaskScheduler &ts, Readying how) {
         }
         held.store(true);
         // Until the waiter's fiber is parked (its registration follows the
-        // switch off its stack), then until its worker has parked too.
+        // switch off its stack), then until its worker has parked too, and
+        // stopped searching (a searcher between the two is not woken).
         while (!WaitsOn(ts, waitedOn)) {
         }
-        SpinFor(std::chrono::milliseconds(20));
+        ftl::detail::IdleState const &idle = ftl::detail::Scheduler::Of(&ts)->Idle();
+        auto const parkedBy = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (!idle.IsParked(1) || idle.NumSearching() != 0) {
+            if (std::chrono::steady_clock::now() > parkedBy) {
+                workerParked.store(false); // not what this tests; the waiter still gets its turn
+                break;
+            }
+        }
         if (how == Readying::Unlock) {
             lock.unlock(); // the waiter goes to this worker's next slot
         } else {
@@ -265,12 +280,18 @@ unsigned WhereReadiedFiberRuns(ftl::TaskScheduler &ts, Readying how) {
                 return;
             }
         }
+        // And on, as a task that goes on running does: a task that ends
+        // within tens of microseconds of the wake makes the worker wake for
+        // fewer such fills (kNextWakePaysNs), and the next round's would
+        // then wake nobody.
+        SpinFor(std::chrono::milliseconds(1));
     };
     ftl::TaskCounter counter(&ts);
     ts.AddPinnedTask(1, LambdaTask(waiter), ftl::TaskPriority::Normal, &counter);
     ts.AddPinnedTask(0, LambdaTask(readier), ftl::TaskPriority::Normal, &counter);
     ts.WaitForCounter(&counter);
     REQUIRE(ran.load());
+    REQUIRE(workerParked.load());
     return timedOut.load() ? ~0u : ranOn.load();
 }
 
