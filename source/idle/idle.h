@@ -91,6 +91,16 @@ public:
     void WakeAll();
     // Whether every worker but `self` is parked.
     bool AllParkedExcept(unsigned self) const;
+    // Whether any worker looks parked (relaxed loads, no fence: a hint for
+    // a wake that is best effort, never for one the protocol needs).
+    bool AnyLooksParked() const {
+        for (unsigned w = 0; w < (m_numWorkers + 63) / 64; ++w) {
+            if (m_parked[w].load(std::memory_order_relaxed) != 0) {
+                return true;
+            }
+        }
+        return false;
+    }
 
     // The parts of the protocol, public for the unit tests of the bitmap and
     // the claims.

@@ -536,6 +536,34 @@ bool Worker::Steal(TaskItem &item) {
 
 // ---- The next slot ----
 
+// The wake for a held slot costs the readying task a futex wake and the
+// woken worker a search. It pays when the task goes on running long after
+// it, and is wasted when the task soon waits or ends (a hand-off through a
+// condition variable: the notifier waits right after): the fiber would not
+// have waited long anyway, and the woken worker may even take it away from
+// the core its data is on. So a worker judges its wake when its task next
+// waits (Park) or ends (FindWork): within kNextWakePaysNs of the wake, it
+// was wasted, and the next 1, 2, 4, ... up to kMaxNextWakeBackoff such
+// fills wake nobody; later, it paid, and the backoff ends (so does it when
+// the task fills the slot again that long after the wake: that fill may
+// need a wake of its own). Inline children (help.cpp) run in their
+// parent's turn: a wake one makes is judged when the parent next waits or
+// ends. The backoff stays with the worker, so that a hand-off that moves
+// to another worker and back does not start it over, and fades once the
+// latest wasted wake is kNextWakeFadeNs older than the worker's tick
+// start (see KeepReadied). Tens of microseconds is what
+// the woken worker takes to wake and look twice on the benchmark host: a
+// task that waits sooner gains little from the wake. Two tasks handing
+// turns through a condition variable, with the other worker idle, took
+// 1.03 to 1.07 times as long a hand-off as with no wake at all (medians of
+// 10 runs in turn, three sets; each run a new scheduler, whose backoff
+// starts from nothing). With the backoff reset whenever a worker went idle,
+// every move of the pair restarted it and its early wakes made more moves:
+// a median of 1.26 times, single runs up to 4.3.
+constexpr std::uint64_t kNextWakePaysNs = 50000;
+constexpr std::uint64_t kNextWakeFadeNs = 1000000;
+constexpr unsigned kMaxNextWakeBackoff = 1024;
+
 void Worker::KeepReadied(Fiber *fiber, bool goesOn) {
     auto const word = reinterpret_cast<std::uintptr_t>(fiber) | (++m_nextFills & kNextFillMask);
     // Release: a thief that takes the word sees the fiber readied. Only the
@@ -548,56 +576,55 @@ void Worker::KeepReadied(Fiber *fiber, bool goesOn) {
         m_ready.Push(reinterpret_cast<Fiber *>(old & ~kNextFillMask));
         m_scheduler->NotifyWork(Scheduler::Waker::Worker);
     }
-    // One wake until the next scheduling point judges it: the woken worker
-    // searches, and takes whatever the slot holds once it has seen it twice.
-    if (!goesOn || !m_nextWakeOn || m_nextWakeAt != 0) {
+    if (!goesOn || !m_nextWakeOn) {
         return;
     }
-    if (m_nextWakeSkip != 0) {
-        --m_nextWakeSkip;
-        return;
+    if (m_nextWakeAt != 0) {
+        // A wake not judged yet: the task has gone on since. While the
+        // woken worker may still be looking (it takes whatever the slot
+        // holds once it has seen it twice), no other; after that, the wake
+        // paid, and this fill may need one of its own (it may have parked).
+        if (NowNs() - m_nextWakeAt < kNextWakePaysNs) {
+            return;
+        }
+        m_nextWakeAt = 0;
+        m_nextWakeBackoff = 0;
+        m_nextWakeSkip = 0;
+    } else if (m_nextWakeSkip != 0) {
+        // The backoff fades once the latest wasted wake is kNextWakeFadeNs
+        // older than the tick's start: a clock read at every tick (128
+        // items) and idle, where reading one here costs a hand-off through
+        // a condition variable 10-30%. It misses a task that starts soon
+        // after the hand-offs and goes on long: its fills are still skipped.
+        if (m_tickStartNs < m_nextWakeWastedAt + kNextWakeFadeNs) {
+            --m_nextWakeSkip;
+            return;
+        }
+        m_nextWakeBackoff = 0;
+        m_nextWakeSkip = 0;
     }
     // A worker already searching sees the fill on its looks; a parked one
     // is woken as for queued work (none under Spin or Yield, where workers
     // never park). Best effort: a searcher about to park does not count a
     // fill seen once in its last check, and then the fiber waits for this
-    // worker as before.
-    if (m_scheduler->Behavior() == EmptyQueueBehavior::Sleep && m_scheduler->Idle().Notify() >= 0) {
+    // worker as before; so is the look at the parked bits first, which
+    // spares the fence of Notify when nobody is parked.
+    IdleState &idle = m_scheduler->Idle();
+    if (m_scheduler->Behavior() == EmptyQueueBehavior::Sleep && idle.AnyLooksParked() && idle.Notify() >= 0) {
         m_nextWakeAt = NowNs();
     }
 }
 
-// The wake for a held slot costs the readying task a futex wake and the
-// woken worker a search. It pays when the task goes on running long after
-// it, and is wasted when the task soon waits or ends (a hand-off through a
-// condition variable: the notifier waits right after): the fiber would not
-// have waited long anyway, and the woken worker may even take it away from
-// the core its data is on. So a worker judges its wake at its next
-// scheduling point (the task waits or ends). One that soon after was
-// wasted: the next 1, 2, 4, ... up to kMaxNextWakeBackoff such fills wake
-// nobody. A later one paid, and ends the backoff. A new task's first such
-// fill is never skipped (BeforeTask), but the backoff's level stays, so
-// that a hand-off that moves to another worker, and back, does not start
-// over from one there. Tens of microseconds is what the woken worker takes
-// to wake and look twice on the benchmark host: a task that waits sooner
-// gains little from the wake. Two tasks handing turns through a condition
-// variable, with the other worker idle, took 1.02 to 1.12 times as long a
-// hand-off as with no wake at all (medians of 10 runs in turn, three sets;
-// each run a new scheduler, whose backoff starts from nothing). With the
-// backoff reset whenever a worker went idle, every move of the pair
-// restarted it and its early wakes made more moves: a median of 1.26
-// times, single runs up to 4.3.
-constexpr std::uint64_t kNextWakePaysNs = 50000;
-constexpr unsigned kMaxNextWakeBackoff = 1024;
-
 void Worker::JudgeNextWakeSlow() {
-    bool const paid = NowNs() - m_nextWakeAt >= kNextWakePaysNs;
+    std::uint64_t const now = NowNs();
+    bool const paid = now - m_nextWakeAt >= kNextWakePaysNs;
     m_nextWakeAt = 0;
     if (paid) {
         m_nextWakeBackoff = 0;
         m_nextWakeSkip = 0;
         return;
     }
+    m_nextWakeWastedAt = now;
     m_nextWakeBackoff = std::min(m_nextWakeBackoff == 0 ? 1u : 2 * m_nextWakeBackoff, kMaxNextWakeBackoff);
     m_nextWakeSkip = m_nextWakeBackoff;
 }

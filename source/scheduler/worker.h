@@ -341,6 +341,7 @@ private:
     // The wake for a held slot (KeepReadied): when the last one was made
     // (0: judged, or none), and the backoff after wasted ones.
     std::uint64_t m_nextWakeAt = 0;
+    std::uint64_t m_nextWakeWastedAt = 0; // the latest wasted one's judgement
     unsigned m_nextWakeBackoff = 0;
     unsigned m_nextWakeSkip = 0;
     bool m_nextWakeOn = true; // the switch, and more than one worker
@@ -553,8 +554,6 @@ inline void Worker::BeforeTask(TaskCounter const *counter) {
     if (m_doneCount != 0 && counter != m_doneCounter) {
         PublishFinished();
     }
-    // A new task's first wake for the slot is not skipped (kNextWakePaysNs).
-    m_nextWakeSkip = 0;
 }
 
 inline Worker *Worker::RunTask(TaskItem const &item) {
