@@ -592,10 +592,11 @@ void Worker::KeepReadied(Fiber *fiber, bool goesOn) {
         m_nextWakeSkip = 0;
     } else if (m_nextWakeSkip != 0) {
         // The backoff fades once the latest wasted wake is kNextWakeFadeNs
-        // older than the tick's start: a clock read at every tick (128
-        // items) and idle, where reading one here costs a hand-off through
-        // a condition variable 10-30%. It misses a task that starts soon
-        // after the hand-offs and goes on long: its fills are still skipped.
+        // older than the tick's start: a clock read at every idle, and at
+        // every tick (128 items) with AdaptiveGlobalInterval on, where
+        // reading one here costs a hand-off through a condition variable
+        // 10-30%. It misses a task that starts soon after the hand-offs and
+        // goes on long: its fills are still skipped.
         if (m_tickStartNs < m_nextWakeWastedAt + kNextWakeFadeNs) {
             --m_nextWakeSkip;
             return;
@@ -607,10 +608,11 @@ void Worker::KeepReadied(Fiber *fiber, bool goesOn) {
     // is woken as for queued work (none under Spin or Yield, where workers
     // never park). Best effort: a searcher about to park does not count a
     // fill seen once in its last check, and then the fiber waits for this
-    // worker as before; so is the look at the parked bits first, which
-    // spares the fence of Notify when nobody is parked.
+    // worker as before; so are the looks at the parked bits and the
+    // searchers first, which spare Notify's fence when it would wake nobody.
     IdleState &idle = m_scheduler->Idle();
-    if (m_scheduler->Behavior() == EmptyQueueBehavior::Sleep && idle.AnyLooksParked() && idle.Notify() >= 0) {
+    if (m_scheduler->Behavior() == EmptyQueueBehavior::Sleep && idle.AnyLooksParked() &&
+        idle.NumSearching() == 0 && idle.Notify() >= 0) {
         m_nextWakeAt = NowNs();
     }
 }
@@ -623,6 +625,9 @@ void Worker::JudgeNextWakeSlow() {
         m_nextWakeBackoff = 0;
         m_nextWakeSkip = 0;
         return;
+    }
+    if (now - m_nextWakeWastedAt >= kNextWakeFadeNs) {
+        m_nextWakeBackoff = 0; // faded: start over from one
     }
     m_nextWakeWastedAt = now;
     m_nextWakeBackoff = std::min(m_nextWakeBackoff == 0 ? 1u : 2 * m_nextWakeBackoff, kMaxNextWakeBackoff);

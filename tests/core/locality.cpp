@@ -151,7 +151,13 @@ TEST_CASE("Two fibers handing turns through a condition variable stay on one wor
     REQUIRE(ts.Init(Options(2)) == 0);
     unsigned const moves = ConditionPingPongMoves(ts, kRounds);
     CAPTURE(moves);
-    CHECK(moves <= kRounds / 20);
+    // Under a sanitizer or a CPU emulator a notifier can take longer than
+    // the 50 us that make a wake count as paid to reach its wait, so the
+    // wakes go on and may each take the pair across: only the count and the
+    // thread indices hold there.
+    if (!ftl_test::kThreadSanitizer && !ftl_test::kAddressSanitizer && !ftl_test::kCpuEmulated) {
+        CHECK(moves <= kRounds / 20);
+    }
 }
 
 TEST_CASE("Without the next slot, a value hand-off still completes on two workers", "[next-slot]") {
