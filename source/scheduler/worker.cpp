@@ -551,9 +551,9 @@ bool Worker::Steal(TaskItem &item) {
 // ends. The backoff stays with the worker, so that a hand-off that moves
 // to another worker and back does not start it over, and fades once the
 // latest wasted wake is kNextWakeFadeNs older than the worker's tick
-// start (see KeepReadied). Tens of microseconds is what
-// the woken worker takes to wake and look twice on the benchmark host: a
-// task that waits sooner gains little from the wake. Two tasks handing
+// start (see KeepReadied). Tens of microseconds is what the woken worker
+// takes to wake and look twice on the benchmark host: a task that waits
+// sooner gains little from the wake. Two tasks handing
 // turns through a condition variable, with the other worker idle, took
 // 1.03 to 1.07 times as long a hand-off as with no wake at all (medians of
 // 10 runs in turn, three sets; each run a new scheduler, whose backoff
