@@ -879,6 +879,39 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
         Sampled Samples;
     };
     std::vector<Row> rows;
+    // One of a workload's rounds (`own`: its number among them): its rows, or false when it failed.
+    auto const measureRound = [&](bench::Workload const &workload,
+                                  bench::Implementation const &implementation, bool together, unsigned own) {
+        bench::Measurement measured[2];               // [0]: one worker, [1]: `more`
+        std::vector<std::pair<double, double>> cores; // one worker on each CPU, per figure
+        double firstShare = -1;
+        bool const ok = together ? MeasureInterleaved(config, sizes, more, workload, implementation, own,
+                                                      measured, cores, firstShare)
+                                 : MeasureApart(config, sizes, more, workload, implementation, own, measured);
+        if (!ok) {
+            return false;
+        }
+        double const probe = std::max({measured[0].ProbeBefore, measured[0].ProbeAfter,
+                                       measured[1].ProbeBefore, measured[1].ProbeAfter});
+        double const serial = std::max({measured[0].SerialBefore, measured[0].SerialAfter,
+                                        measured[1].SerialBefore, measured[1].SerialAfter});
+        for (std::size_t i = 0; i < workload.Figures.size(); ++i) {
+            bench::Stats const &one = measured[0].Figures[i];
+            bench::Stats const &most = measured[1].Figures[i];
+            rows.push_back(Row{workload.Figures[i].Id, workload.Figures[i].Unit, own + 1, one.Median,
+                               most.Median, cores.empty() ? -1 : cores[i].first,
+                               cores.empty() ? -1 : cores[i].second, firstShare, probe, serial,
+                               static_cast<std::size_t>(&workload - workloads.data()), Sampled{}});
+            double const percentile = workload.Figures[i].Percentile;
+            if (percentile > 0 && !one.Samples.empty() && one.Samples.size() == most.Samples.size()) {
+                Row &row = rows.back();
+                row.Samples = Sampled{percentile, one.Samples, most.Samples};
+                row.One = bench::PooledPercentile(one.Samples, percentile);
+                row.More = bench::PooledPercentile(most.Samples, percentile);
+            }
+        }
+        return true;
+    };
     bool failed = false;
     for (unsigned round = 0; round < rounds && !failed; ++round) {
         for (bench::Workload const &workload : workloads) {
@@ -889,37 +922,10 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
             bool const together = implementation->InterleavesPair || !workload.SelfMeasured();
             unsigned const passes = together ? PassesPerRound(sizes) : 1;
             for (unsigned pass = 0; pass < passes && !failed; ++pass) {
-                unsigned const own = round * passes + pass;   // the workload's own round
-                bench::Measurement measured[2];               // [0]: one worker, [1]: `more`
-                std::vector<std::pair<double, double>> cores; // one worker on each CPU, per figure
-                double firstShare = -1;
-                bool const ok =
-                    together ? MeasureInterleaved(config, sizes, more, workload, *implementation, own,
-                                                  measured, cores, firstShare)
-                             : MeasureApart(config, sizes, more, workload, *implementation, own, measured);
-                if (!ok) {
-                    failed = true;
-                    break;
-                }
-                double const probe = std::max({measured[0].ProbeBefore, measured[0].ProbeAfter,
-                                               measured[1].ProbeBefore, measured[1].ProbeAfter});
-                double const serial = std::max({measured[0].SerialBefore, measured[0].SerialAfter,
-                                                measured[1].SerialBefore, measured[1].SerialAfter});
-                for (std::size_t i = 0; i < workload.Figures.size(); ++i) {
-                    bench::Stats const &one = measured[0].Figures[i];
-                    bench::Stats const &most = measured[1].Figures[i];
-                    rows.push_back(Row{workload.Figures[i].Id, workload.Figures[i].Unit, own + 1, one.Median,
-                                       most.Median, cores.empty() ? -1 : cores[i].first,
-                                       cores.empty() ? -1 : cores[i].second, firstShare, probe, serial,
-                                       static_cast<std::size_t>(&workload - workloads.data()), Sampled{}});
-                    double const percentile = workload.Figures[i].Percentile;
-                    if (percentile > 0 && !one.Samples.empty() && one.Samples.size() == most.Samples.size()) {
-                        Row &row = rows.back();
-                        row.Samples = Sampled{percentile, one.Samples, most.Samples};
-                        row.One = bench::PooledPercentile(one.Samples, percentile);
-                        row.More = bench::PooledPercentile(most.Samples, percentile);
-                    }
-                }
+                failed = !measureRound(workload, *implementation, together, round * passes + pass);
+            }
+            if (failed) {
+                break;
             }
         }
     }

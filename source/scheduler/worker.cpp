@@ -587,9 +587,7 @@ void Worker::KeepReadied(Fiber *fiber, bool goesOn) {
         if (NowNs() - m_nextWakeAt < kNextWakePaysNs) {
             return;
         }
-        m_nextWakeAt = 0;
-        m_nextWakeBackoff = 0;
-        m_nextWakeSkip = 0;
+        JudgeNextWakeSlow(); // paid: the backoff ends
     } else if (m_nextWakeSkip != 0) {
         // The backoff fades once the latest wasted wake is kNextWakeFadeNs
         // older than the tick's start: a clock read at every idle, and at
@@ -601,8 +599,7 @@ void Worker::KeepReadied(Fiber *fiber, bool goesOn) {
             --m_nextWakeSkip;
             return;
         }
-        m_nextWakeBackoff = 0;
-        m_nextWakeSkip = 0;
+        m_nextWakeSkip = 0; // faded: this wake's judgement starts the level over
     }
     // A worker already searching sees the fill on its looks; a parked one
     // is woken as for queued work (none under Spin or Yield, where workers
