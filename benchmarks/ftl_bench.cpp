@@ -1012,8 +1012,14 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
                 "the rounds did not resolve that miss:\n",
                 more);
     std::vector<std::string> slower;
+    // The W figures with no counted round in a state (the host may stay in
+    // one state for a whole run, and a round the single-thread probe marks
+    // is left out): the target covers both states, so it is not shown met.
+    std::vector<std::string> unmeasured[2];
+    std::size_t workloadFigures = 0;
     std::string medianJson;
     for (auto const &[figure, unit] : units) {
+        workloadFigures += figure[0] == 'W' ? 1u : 0u;
         auto const &byState = ratios[figure];
         std::string line = "  " + figure + ":";
         medianJson += std::string(medianJson.empty() ? "\n" : ",\n") +
@@ -1025,6 +1031,9 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
             if (found == byState.end()) {
                 line += Format(" %s -", name);
                 medianJson += Format(", \"%s\": null", name);
+                if (figure[0] == 'W') {
+                    unmeasured[state].push_back(figure);
+                }
                 continue;
             }
             PooledRatio ratio = MedianWithInterval(found->second);
@@ -1055,14 +1064,36 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
         medianJson += "}";
         std::printf("%s\n", line.c_str());
     }
-    std::string list;
-    for (std::string const &item : slower) {
-        list += (list.empty() ? "" : ", ") + item;
+    auto const join = [](std::vector<std::string> const &items) {
+        std::string list;
+        for (std::string const &item : items) {
+            list += (list.empty() ? "" : ", ") + item;
+        }
+        return list;
+    };
+    std::string missing;
+    for (bool const state : {false, true}) {
+        std::vector<std::string> const &figures = unmeasured[state];
+        if (figures.empty()) {
+            continue;
+        }
+        missing += Format("%sno round counted in the %s state", missing.empty() ? "" : "; ",
+                          state ? "slow" : "fast");
+        if (figures.size() < workloadFigures) {
+            missing += " for " + join(figures);
+        }
     }
-    std::string const verdict = Format(
-        "no workload (W1-W8) slower at %u workers than at 1 (by more than 5%%; idle CPU by more than "
-        "%.3f cpu-s), in either host state: %s%s%s",
-        more, kIdleCpuFloor, slower.empty() ? "met" : "NOT met", slower.empty() ? "" : ": ", list.c_str());
+    bool const met = slower.empty() && missing.empty();
+    std::string outcome = "met";
+    if (!slower.empty()) {
+        outcome = "NOT met: " + join(slower) + (missing.empty() ? "" : "; and " + missing);
+    } else if (!missing.empty()) {
+        outcome = "not shown: " + missing;
+    }
+    std::string const verdict =
+        Format("no workload (W1-W8) slower at %u workers than at 1 (by more than 5%%; idle CPU by more than "
+               "%.3f cpu-s), in either host state: %s",
+               more, kIdleCpuFloor, outcome.c_str());
     std::printf("\nPerformance target: %s\n", verdict.c_str());
     if (!jsonPath.empty()) {
         std::ofstream json(jsonPath);
@@ -1095,7 +1126,7 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
         }
         json << "\n  ],\n  \"medians\": [" << medianJson
              << "\n  ],\n  \"target\": {\"text\": " << bench::JsonString(verdict)
-             << ", \"met\": " << (slower.empty() ? "true" : "false") << "}\n}\n";
+             << ", \"met\": " << (met ? "true" : "false") << "}\n}\n";
         json.close();
         if (!json) {
             std::fprintf(stderr, "ftl_bench: cannot write %s\n", jsonPath.c_str());
