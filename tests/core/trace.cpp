@@ -4,8 +4,8 @@
 #include "ftl/callbacks.h"
 #include "ftl/fibtex.h"
 #include "ftl/task_graph.h"
+#include "json_reader.h"
 #include "test_support.h"
-#include "trace_json.h"
 
 #include <atomic>
 #include <cstdio>

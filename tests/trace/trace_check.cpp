@@ -3,7 +3,7 @@
 // for each worker track, exactly COUNT task spans ("ph": "X") named NAME, and
 // at least one of them on every worker's track. Prints what it found; exits
 // non-zero on the first check that fails.
-#include "trace_json.h"
+#include "json_reader.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,7 +1,8 @@
-// A small JSON reader for the tests that check ftl's Chrome trace files: it
-// parses the whole grammar (objects, arrays, strings with escapes, numbers,
-// true/false/null) and reports the first syntax error by offset, so a test
-// that reads a trace also checks that the file is valid JSON.
+// A small JSON reader for the tests that check ftl's Chrome trace files, and
+// for ftl_bench's --pair-merge, which reads the JSON of --threads-pair runs:
+// it parses the whole grammar (objects, arrays, strings with escapes,
+// numbers, true/false/null) and reports the first syntax error by offset, so
+// a test that reads a trace also checks that the file is valid JSON.
 #pragma once
 
 #include <cstdio>
