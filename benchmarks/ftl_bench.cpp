@@ -8,8 +8,13 @@
 // (source/scheduler/mechanisms.h), with that one mechanism off, and prints
 // them as a second table.
 //
+// --threads-pair measures ftl alone at 1 worker and at every core, and
+// --pair-merge reports several such runs as one.
+//
 // Usage: ftl_bench [--short] [--reps N] [--threads N] [--filter IDS] [--systems NAMES]
-//                  [--features] [--json FILE] [--timeout SECONDS]
+//                  [--features] [--json FILE] [--timeout SECONDS] [--threads-pair ROUNDS]
+//        ftl_bench --pair-merge FILES [--json FILE]
+#include "../tests/json_reader.h"
 #include "harness.h"
 #include "systems.h"
 #include "workloads.h"
@@ -21,6 +26,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +37,7 @@
 #include <map>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,8 +51,9 @@ struct Options {
     unsigned Threads = 0;     // 0: one per core this process may use
     unsigned PairRounds = 0;  // --threads-pair: rounds of ftl at 1 worker and at Threads
     unsigned TimeoutSeconds = 900;
-    std::vector<std::string> Filter;  // workload or figure ids; empty: all
-    std::vector<std::string> Systems; // column names; empty: all
+    std::vector<std::string> Filter;    // workload or figure ids; empty: all
+    std::vector<std::string> Systems;   // column names; empty: all
+    std::vector<std::string> PairMerge; // --pair-merge: the JSON of --threads-pair runs
     std::string JsonPath;
 };
 
@@ -54,6 +62,7 @@ void PrintUsage(std::FILE *out) {
         out,
         "usage: ftl_bench [--short] [--reps N] [--threads N] [--filter IDS] [--systems NAMES]\n"
         "                 [--features] [--json FILE] [--timeout SECONDS] [--threads-pair ROUNDS]\n"
+        "       ftl_bench --pair-merge FILES [--json FILE]\n"
         "  --short          5 repetitions and smaller sizes: fib(25), 10,000 ping-pongs, 0.25 s idle\n"
         "                   windows, 50 wake samples (the full run: 7 repetitions, fib(30), 100,000,\n"
         "                   2 s, 200)\n"
@@ -67,6 +76,9 @@ void PrintUsage(std::FILE *out) {
         "  --threads-pair R only ftl, at 1 worker and at --threads workers (default: every core), in R\n"
         "                   rounds alternating which goes first; prints each figure's ratio of the two\n"
         "                   per round, with the host's state from the cross-core probe (--json: to FILE)\n"
+        "  --pair-merge F   measures nothing: reports the rounds of several --threads-pair runs (their\n"
+        "                   --json files, comma-separated; one host, one worker count) as one run, each\n"
+        "                   round in its own run's host state (--json: to FILE)\n"
         "Exits 1 when ftl or the reference fails a check (or crashes); a peer's failure, or ftl's\n"
         "with a mechanism off, is reported in its cell and the table but is not an error.\n",
         bench::kMinRepetitions);
@@ -128,6 +140,12 @@ bool ParseOptions(int argc, char **argv, Options &options) {
             options.Filter = SplitList(argv[++i]);
         } else if (arg == "--systems" && hasValue) {
             options.Systems = SplitList(argv[++i]);
+        } else if (arg == "--pair-merge" && hasValue) {
+            options.PairMerge = SplitList(argv[++i]);
+            if (options.PairMerge.empty()) {
+                std::fprintf(stderr, "ftl_bench: --pair-merge needs the JSON files of --threads-pair runs\n");
+                return false;
+            }
         } else if (arg == "--json" && hasValue) {
             options.JsonPath = argv[++i];
         } else if (arg == "--help" || arg == "-h") {
@@ -282,6 +300,14 @@ __attribute__((format(printf, 1, 2))) std::string Format(char const *format, ...
     std::vsnprintf(text, sizeof text, format, args);
     va_end(args);
     return text;
+}
+
+// The shortest text that reads back as exactly `value`: a --threads-pair
+// run's JSON keeps what a merge computes its figures from (--pair-merge).
+std::string Exact(double value) {
+    char text[32];
+    std::to_chars_result const written = std::to_chars(text, text + sizeof text, value);
+    return std::string(text, written.ptr);
 }
 
 // " (ftl measured in the fast state, the peer in the slow state)": a target
@@ -843,42 +869,69 @@ unsigned PassesPerRound(bench::Sizes const &sizes) {
     return sizes.Short ? 2 : 4;
 }
 
+// One figure of one round of a --threads-pair run, at one worker and at more.
+struct PairRow {
+    std::string Figure;
+    std::string Unit;
+    unsigned Run = 0; // in a merge (--pair-merge), the run's place in the list, from 1
+    unsigned Round = 0;
+    double One = 0; // for a timed workload, the two CPUs' figures weighed (MeasureInterleaved)
+    double More = 0;
+    double OneFirstCpu = -1;  // -1: not measured per CPU
+    double OneSecondCpu = -1; // -1: not measured per CPU
+    double FirstShare = -1;   // the weight of the first CPU's figure; -1: one half, by default
+    double Probe = 0;         // the highest of the four probes around the pair
+    double Serial = 0;        // the highest of the four single-thread probes
+    bool Slow = false;        // the host's state: Probe above kSlowProbeNs
+    bool SerialSlow = false;  // the single-thread probe marked the round (kSerialSlowFactor)
+    std::size_t Order = 0;    // the workload's place in the list: the table lists rounds by workload
+    // A percentile of samples (Figure::Percentile), with each run's samples
+    // at both sizes: One and More are then the percentile of the round's
+    // runs pooled, and a state's ratio that of its rounds' runs.
+    Sampled Samples;
+};
+
+// How a --threads-pair run was measured, as its report says; a merge has one per run.
+struct PairRun {
+    std::string File; // --pair-merge: the file it was read from; empty: measured now
+    std::string Started;
+    std::string Finished;
+    std::string Cpu;
+    unsigned Workers = 0;
+    unsigned Rounds = 0;
+    unsigned Passes = 0;
+    unsigned Repetitions = 0;
+    double SerialBase = 0; // the lower quartile of its rounds' single-thread probes, ns
+};
+
+// A round whose single-thread probe read this much above its run's lower
+// quartile ran while the host ran single-thread code slower: its 1-worker
+// figure grows more than its 2-worker one (W5: 10.3 against 5.8 ns, ratio
+// 1.09 against 1.34), so its ratio is not compared with the others and stays
+// out of the medians and the verdict. The quartile, not the fastest: on the
+// Intel host the probe reads 7.2-9.5 ns in most rounds, with no relation to
+// their ratios, and 1.3 times the single fastest reading left W5 and W5s 2 or
+// 3 rounds of 6 in a full run; a slow state of up to three rounds in four is
+// still seen. Each run has its own quartile, which a merge keeps.
+constexpr double kSerialSlowFactor = 1.3;
+
 // --threads-pair: ftl alone, at one worker and at `more`, round by round
-// (which goes first alternates, so that drift cancels), each figure's
-// median at both and their ratio, with the host's state from the probes of
-// both measurements. Every figure is a time: above 1, the extra workers made
-// it slower. A round runs every workload once (those measured in one
-// process PassesPerRound times, as rounds of their own), so that each
-// workload's rounds spread over the whole run: the host changes state
-// minutes apart, and rounds run back to back would all fall in one. Returns
-// the exit code.
-int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned more, unsigned rounds,
-                   std::vector<bench::Workload> const &workloads, std::string const &jsonPath) {
-    if (bench::kSanitizedBuild) {
-        std::fprintf(stderr,
-                     "ftl_bench: --threads-pair compares times, which a sanitizer build does not take\n");
-        return 2;
-    }
-    std::string const started = UtcNow();
+// (which goes first alternates, so that drift cancels), into `rows`, with the
+// host's state from the probes of both measurements. A round runs every
+// workload once (those measured in one process PassesPerRound times, as
+// rounds of their own), so that each workload's rounds spread over the whole
+// run: the host changes state minutes apart, and rounds run back to back
+// would all fall in one. False when a measurement failed (the rows so far
+// are kept).
+bool MeasurePair(bench::Config const &config, bench::Sizes sizes, unsigned more, unsigned rounds,
+                 std::vector<bench::Workload> const &workloads, PairRun &run, std::vector<PairRow> &rows) {
+    run.Started = UtcNow();
+    run.Cpu = CpuModel();
+    run.Workers = more;
+    run.Rounds = rounds;
+    run.Passes = PassesPerRound(sizes);
+    run.Repetitions = config.Repetitions;
     bench::System const ftl = bench::MakeFtlSystem("ftl", ftl::detail::Mechanisms{});
-    struct Row {
-        std::string Figure;
-        std::string Unit;
-        unsigned Round;
-        double One; // for a timed workload, the two CPUs' figures weighed (MeasureInterleaved)
-        double More;
-        double OneFirstCpu;  // -1: not measured per CPU
-        double OneSecondCpu; // -1: not measured per CPU
-        double FirstShare;   // the weight of the first CPU's figure; -1: one half, by default
-        double Probe;        // the highest of the four probes around the pair
-        double Serial;       // the highest of the four single-thread probes
-        std::size_t Order;   // the workload's place in the list: the table lists rounds by workload
-        // A percentile of samples (Figure::Percentile), with each run's
-        // samples at both sizes: One and More are then the percentile of the
-        // round's runs pooled, and a state's ratio that of its rounds' runs.
-        Sampled Samples;
-    };
-    std::vector<Row> rows;
     // One of a workload's rounds (`own`: its number among them): its rows, or false when it failed.
     auto const measureRound = [&](bench::Workload const &workload,
                                   bench::Implementation const &implementation, bool together, unsigned own) {
@@ -898,17 +951,28 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
         for (std::size_t i = 0; i < workload.Figures.size(); ++i) {
             bench::Stats const &one = measured[0].Figures[i];
             bench::Stats const &most = measured[1].Figures[i];
-            rows.push_back(Row{workload.Figures[i].Id, workload.Figures[i].Unit, own + 1, one.Median,
-                               most.Median, cores.empty() ? -1 : cores[i].first,
-                               cores.empty() ? -1 : cores[i].second, firstShare, probe, serial,
-                               static_cast<std::size_t>(&workload - workloads.data()), Sampled{}});
+            PairRow row;
+            row.Figure = workload.Figures[i].Id;
+            row.Unit = workload.Figures[i].Unit;
+            row.Round = own + 1;
+            row.One = one.Median;
+            row.More = most.Median;
+            if (!cores.empty()) {
+                row.OneFirstCpu = cores[i].first;
+                row.OneSecondCpu = cores[i].second;
+                row.FirstShare = firstShare;
+            }
+            row.Probe = probe;
+            row.Serial = serial;
+            row.Slow = probe > kSlowProbeNs;
+            row.Order = static_cast<std::size_t>(&workload - workloads.data());
             double const percentile = workload.Figures[i].Percentile;
             if (percentile > 0 && !one.Samples.empty() && one.Samples.size() == most.Samples.size()) {
-                Row &row = rows.back();
                 row.Samples = Sampled{percentile, one.Samples, most.Samples};
                 row.One = bench::PooledPercentile(one.Samples, percentile);
                 row.More = bench::PooledPercentile(most.Samples, percentile);
             }
+            rows.push_back(std::move(row));
         }
         return true;
     };
@@ -920,7 +984,7 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
                 continue;
             }
             bool const together = implementation->InterleavesPair || !workload.SelfMeasured();
-            unsigned const passes = together ? PassesPerRound(sizes) : 1;
+            unsigned const passes = together ? run.Passes : 1;
             for (unsigned pass = 0; pass < passes && !failed; ++pass) {
                 failed = !measureRound(workload, *implementation, together, round * passes + pass);
             }
@@ -929,68 +993,147 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
             }
         }
     }
-    std::stable_sort(rows.begin(), rows.end(), [](Row const &a, Row const &b) { return a.Order < b.Order; });
+    run.Finished = UtcNow();
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](PairRow const &a, PairRow const &b) { return a.Order < b.Order; });
+    std::vector<double> serials;
+    for (PairRow const &row : rows) {
+        if (row.Serial > 0) {
+            serials.push_back(row.Serial);
+        }
+    }
+    run.SerialBase = bench::LowerQuartile(serials);
+    for (PairRow &row : rows) {
+        row.SerialSlow = run.SerialBase > 0 && row.Serial > kSerialSlowFactor * run.SerialBase;
+    }
+    return !failed;
+}
+
+// Writes each run's samples of a figure from samples, once per round: the
+// median's row and the p99's of one round share theirs ("sample_set").
+void WritePairSampleSets(std::ofstream &json, std::vector<PairRow> const &rows, std::vector<int> &setOfRow) {
+    auto const writeRuns = [&json](std::vector<std::vector<double>> const &runs) {
+        json << "[";
+        for (std::size_t run = 0; run < runs.size(); ++run) {
+            json << (run == 0 ? "[" : ", [");
+            for (std::size_t i = 0; i < runs[run].size(); ++i) {
+                json << (i == 0 ? "" : ",") << Exact(runs[run][i]);
+            }
+            json << "]";
+        }
+        json << "]";
+    };
+    setOfRow.assign(rows.size(), -1);
+    int sets = 0;
+    json << ",\n  \"sample_sets\": [";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        Sampled const &samples = rows[i].Samples;
+        if (samples.Percentile <= 0) {
+            continue;
+        }
+        if (i > 0 && setOfRow[i - 1] >= 0 && rows[i - 1].Run == rows[i].Run &&
+            rows[i - 1].Round == rows[i].Round && rows[i - 1].Samples.One == samples.One &&
+            rows[i - 1].Samples.More == samples.More) {
+            setOfRow[i] = setOfRow[i - 1];
+            continue;
+        }
+        setOfRow[i] = sets++;
+        json << (setOfRow[i] == 0 ? "\n" : ",\n") << "    {\"one\": ";
+        writeRuns(samples.One);
+        json << ", \"more\": ";
+        writeRuns(samples.More);
+        json << "}";
+    }
+    json << "\n  ]";
+}
+
+// The report of a --threads-pair run, or of several merged (--pair-merge):
+// every row, each figure's median at both sizes and their ratio per state,
+// and the target's verdict; to jsonPath too, when given. Every figure is a
+// time: above 1, the extra workers made it slower. A run's JSON keeps the
+// samples of its figures from samples, so that a merge can pool them; a
+// merge's does not, and is not merged again. Returns 1 when the JSON cannot
+// be written, else 0.
+int ReportPair(std::vector<PairRun> const &runs, std::vector<PairRow> const &rows,
+               std::string const &jsonPath) {
+    bool const merged = !runs.front().File.empty(); // its JSON is a merge's report
+    bool const several = runs.size() > 1;           // its rounds are numbered within their runs
+    unsigned const more = runs.front().Workers;
+    unsigned rounds = 0;
+    for (PairRun const &run : runs) {
+        rounds += run.Rounds;
+    }
     constexpr double kSlowerRatio = 1.05;
     // The idle figures (W7, W7s, W7t) are CPU seconds over 2 s, in the tens
     // of microseconds: a second worker's own park adds some. Below 1 ms (0.05%
     // of a core) the difference is not a slowdown anyone can see.
     constexpr double kIdleCpuFloor = 0.001;
-    auto const slow = [](double probe) { return probe > kSlowProbeNs; };
-    // A round whose single-thread probe read this much above the run's
-    // lower quartile ran while the host ran single-thread code slower: its
-    // 1-worker figure grows more than its 2-worker one (W5: 10.3 against 5.8
-    // ns, ratio 1.09 against 1.34), so its ratio is not compared with the
-    // others and stays out of the medians and the verdict. The quartile, not
-    // the fastest: on the Intel host the probe reads 7.2-9.5 ns in most
-    // rounds, with no relation to their ratios, and 1.3 times the single
-    // fastest reading left W5 and W5s 2 or 3 rounds of 6 in a full run; a
-    // slow state of up to three rounds in four is still seen.
-    constexpr double kSerialSlowFactor = 1.3;
-    std::vector<double> serials;
-    for (Row const &row : rows) {
-        if (row.Serial > 0) {
-            serials.push_back(row.Serial);
+    std::string const quartile =
+        several ? "its run's lower quartile (the runs above)"
+                : "the run's lower quartile (" + bench::FormatValue(runs.front().SerialBase) + " ns)";
+    std::vector<unsigned> passCounts; // each run's rounds of their own: "2 or 4" when runs differ
+    std::string passes;
+    for (PairRun const &run : runs) {
+        if (std::find(passCounts.begin(), passCounts.end(), run.Passes) == passCounts.end()) {
+            passCounts.push_back(run.Passes);
+            passes += (passes.empty() ? "" : " or ") + std::to_string(run.Passes);
         }
     }
-    double const serialBase = bench::LowerQuartile(serials);
-    auto const serialSlow = [serialBase](double serial) {
-        return serialBase > 0 && serial > kSerialSlowFactor * serialBase;
-    };
+    if (several) {
+        std::printf(
+            "ftl at 1 worker and at %u workers: %zu runs of --threads-pair merged, %u rounds in all, each\n"
+            "round in the state, and with the single-thread mark, its own run measured:\n",
+            more, runs.size(), rounds);
+        for (std::size_t i = 0; i < runs.size(); ++i) {
+            PairRun const &run = runs[i];
+            std::printf("  run %zu: %s, %s to %s, %u rounds of %u passes, medians of %u repetitions, "
+                        "single-thread quartile %s ns\n",
+                        i + 1, run.File.c_str(), run.Started.c_str(), run.Finished.c_str(), run.Rounds,
+                        run.Passes, run.Repetitions, bench::FormatValue(run.SerialBase).c_str());
+        }
+        std::printf("\n");
+    }
     std::printf(
-        "ftl at 1 worker and at %u workers, %u round%s, medians of %u repetitions (W8, W8b: the figure of\n"
+        "ftl at 1 worker and at %u workers, %u round%s%s (W8, W8b: the figure of\n"
         "every run's samples pooled); state: slow when the cross-core probe (the highest of the four\n"
-        "around a pair) is above %.0f ns; *: the single-thread probe read above %.1fx the run's lower\n"
-        "quartile (%s ns), and the round is left out of the medians; the pools run in one process and\n"
-        "take their runs in turn (W8, W8b: samples), %u rounds of their own in each round of the run,\n"
+        "around a pair) is above %.0f ns; *: the single-thread probe read above %.1fx %s,\n"
+        "and the round is left out of the medians; the pools run in one process and\n"
+        "take their runs in turn (W8, W8b: samples), %s rounds of their own in each round of the run,\n"
         "except for the self-measured figures without such a fixture (W7, W7s, W7t, T1, M1, S1), which\n"
         "take one, each pool on a thread of its own; a timed workload's 1\n"
         "worker is a 1-worker pool on each of the first two CPUs (the host runs one vCPU up to 1.5x\n"
         "slower than the other for seconds at a time), their figures weighed by the share of its tasks\n"
         "the larger pool ran on the first (last columns; halves when it has more than 2 workers or ran\n"
         "fewer than %u tasks)\n\n",
-        more, rounds, rounds == 1 ? "" : "s", config.Repetitions, kSlowProbeNs, kSerialSlowFactor,
-        bench::FormatValue(serialBase).c_str(), PassesPerRound(sizes), static_cast<unsigned>(kWeighedTasks));
-    std::printf("  %-8s %-14s %5s %12s %12s %8s %10s %10s %5s  %-25s %s\n", "figure", "unit", "round",
-                "1 worker", std::to_string(more).append(" workers").c_str(), "ratio", "probe ns", "1-thread",
-                "state", "1 worker on CPU 1st / 2nd", "tasks on the 1st");
+        more, rounds, rounds == 1 ? "" : "s",
+        several ? "" : Format(", medians of %u repetitions", runs.front().Repetitions).c_str(), kSlowProbeNs,
+        kSerialSlowFactor, quartile.c_str(), passes.c_str(), static_cast<unsigned>(kWeighedTasks));
+    std::printf("  %-8s %-14s %5s %12s %12s %8s %10s %10s %5s  %-25s %s\n", "figure", "unit",
+                several ? "run/r" : "round", "1 worker", std::to_string(more).append(" workers").c_str(),
+                "ratio", "probe ns", "1-thread", "state", "1 worker on CPU 1st / 2nd", "tasks on the 1st");
     // The target, per state: no figure whose median ratio over that state's
     // rounds (a figure from samples: the ratio of their pooled runs) is above 1.05.
     std::map<std::string, std::map<bool, std::vector<double>>> ratios;
     std::map<std::string, std::map<bool, std::vector<double>>> differences;
-    // A percentile of samples: every run of the state's rounds, at each size.
+    // A percentile of samples: every run of the state's rounds, at each size;
+    // pooled only when every counted round of the figure in that state has
+    // its samples (a run written before its JSON kept them does not).
     std::map<std::string, std::map<bool, Sampled>> pools;
+    std::map<std::string, std::map<bool, bool>> unsampled;
     std::map<std::string, std::string> units;
-    for (Row const &row : rows) {
+    for (PairRow const &row : rows) {
         double const ratio = row.One > 0 ? row.More / row.One : 0;
         units[row.Figure] = row.Unit;
-        if (!serialSlow(row.Serial)) {
-            ratios[row.Figure][slow(row.Probe)].push_back(ratio);
-            differences[row.Figure][slow(row.Probe)].push_back(row.More - row.One);
+        if (!row.SerialSlow) {
+            ratios[row.Figure][row.Slow].push_back(ratio);
+            differences[row.Figure][row.Slow].push_back(row.More - row.One);
             if (row.Samples.Percentile > 0) {
-                Sampled &pool = pools[row.Figure][slow(row.Probe)];
+                Sampled &pool = pools[row.Figure][row.Slow];
                 pool.Percentile = row.Samples.Percentile;
                 pool.One.insert(pool.One.end(), row.Samples.One.begin(), row.Samples.One.end());
                 pool.More.insert(pool.More.end(), row.Samples.More.begin(), row.Samples.More.end());
+            } else {
+                unsampled[row.Figure][row.Slow] = true;
             }
         }
         std::string const cores = row.OneFirstCpu < 0 ? "-"
@@ -999,11 +1142,12 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
         std::string const share = row.OneFirstCpu < 0  ? ""
                                   : row.FirstShare < 0 ? "halves"
                                                        : Format("%.0f%%", 100 * row.FirstShare);
-        std::printf("  %-8s %-14s %5u %12s %12s %8.3f %10s %10s %5s%-1s %-25s %s\n", row.Figure.c_str(),
-                    row.Unit.c_str(), row.Round, bench::FormatValue(row.One).c_str(),
+        std::string const round = several ? Format("%u/%u", row.Run, row.Round) : std::to_string(row.Round);
+        std::printf("  %-8s %-14s %5s %12s %12s %8.3f %10s %10s %5s%-1s %-25s %s\n", row.Figure.c_str(),
+                    row.Unit.c_str(), round.c_str(), bench::FormatValue(row.One).c_str(),
                     bench::FormatValue(row.More).c_str(), ratio, bench::FormatValue(row.Probe).c_str(),
-                    bench::FormatValue(row.Serial).c_str(), slow(row.Probe) ? "slow" : "fast",
-                    serialSlow(row.Serial) ? "*" : "", cores.c_str(), share.c_str());
+                    bench::FormatValue(row.Serial).c_str(), row.Slow ? "slow" : "fast",
+                    row.SerialSlow ? "*" : "", cores.c_str(), share.c_str());
     }
     std::printf("\nMedian ratio per state (%u workers over 1; above 1: slower with more workers), then its\n"
                 "95%% interval from resampling the state's rounds; a figure from samples (W8, W8b) is the\n"
@@ -1039,7 +1183,8 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
             PooledRatio ratio = MedianWithInterval(found->second);
             double difference = bench::MedianOf(differences.at(figure).at(state));
             std::string interval;
-            if (auto const pool = pools.find(figure); pool != pools.end() && pool->second.count(state) != 0) {
+            if (auto const pool = pools.find(figure);
+                pool != pools.end() && pool->second.count(state) != 0 && !unsampled[figure][state]) {
                 Sampled const &samples = pool->second.at(state);
                 ratio = RatioOfPooled(samples);
                 difference = ratio.Difference;
@@ -1095,46 +1240,200 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
                "%.3f cpu-s), in either host state: %s",
                more, kIdleCpuFloor, outcome.c_str());
     std::printf("\nPerformance target: %s\n", verdict.c_str());
-    if (!jsonPath.empty()) {
-        std::ofstream json(jsonPath);
-        json << "{\n  \"tool\": \"ftl_bench --threads-pair\",\n"
-             << "  \"started\": " << bench::JsonString(started) << ",\n"
-             << "  \"finished\": " << bench::JsonString(UtcNow()) << ",\n"
-             << "  \"cpu\": " << bench::JsonString(CpuModel()) << ",\n"
-             << "  \"workers\": " << more << ",\n  \"rounds\": " << rounds
-             << ",\n  \"passes\": " << PassesPerRound(sizes) << ",\n  \"repetitions\": " << config.Repetitions
-             << ",\n  \"slow_probe_ns\": " << kSlowProbeNs
-             << Format(",\n  \"serial_slow_factor\": %.6g,\n  \"serial_base_ns\": %.6g", kSerialSlowFactor,
-                       serialBase)
-             << ",\n  \"rows\": [";
-        for (std::size_t i = 0; i < rows.size(); ++i) {
-            Row const &row = rows[i];
-            json << (i == 0 ? "\n" : ",\n") << "    {\"figure\": " << bench::JsonString(row.Figure)
-                 << ", \"unit\": " << bench::JsonString(row.Unit) << ", \"round\": " << row.Round
-                 << Format(", \"one\": %.6g, \"more\": %.6g, \"probe_ns\": %.4g, \"serial_ns\": %.4g, "
-                           "\"serial_slow\": %s, \"state\": \"%s\"",
-                           row.One, row.More, row.Probe, row.Serial,
-                           serialSlow(row.Serial) ? "true" : "false", slow(row.Probe) ? "slow" : "fast");
-            if (row.OneFirstCpu >= 0) {
-                json << Format(", \"one_first_cpu\": %.6g, \"one_second_cpu\": %.6g", row.OneFirstCpu,
-                               row.OneSecondCpu);
-                if (row.FirstShare >= 0) {
-                    json << Format(", \"first_cpu_share\": %.6g", row.FirstShare);
-                }
-            }
-            json << "}";
-        }
-        json << "\n  ],\n  \"medians\": [" << medianJson
-             << "\n  ],\n  \"target\": {\"text\": " << bench::JsonString(verdict)
-             << ", \"met\": " << (met ? "true" : "false") << "}\n}\n";
-        json.close();
-        if (!json) {
-            std::fprintf(stderr, "ftl_bench: cannot write %s\n", jsonPath.c_str());
-            return 1;
-        }
-        std::printf("\nresults written to %s\n", jsonPath.c_str());
+    if (jsonPath.empty()) {
+        return 0;
     }
-    return failed ? 1 : 0;
+    // The times read "YYYY-MM-DD HH:MM:SS UTC": as text, the earliest sorts first.
+    std::string started = runs.front().Started;
+    std::string finished = runs.front().Finished;
+    for (PairRun const &run : runs) {
+        started = std::min(started, run.Started);
+        finished = std::max(finished, run.Finished);
+    }
+    std::ofstream json(jsonPath);
+    json << "{\n  \"tool\": \"ftl_bench " << (merged ? "--pair-merge" : "--threads-pair") << "\",\n"
+         << "  \"started\": " << bench::JsonString(started) << ",\n"
+         << "  \"finished\": " << bench::JsonString(finished) << ",\n"
+         << "  \"cpu\": " << bench::JsonString(runs.front().Cpu) << ",\n"
+         << "  \"workers\": " << more << ",\n  \"rounds\": " << rounds;
+    if (merged) {
+        json << ",\n  \"runs\": [";
+        for (std::size_t i = 0; i < runs.size(); ++i) {
+            PairRun const &run = runs[i];
+            json << (i == 0 ? "\n" : ",\n") << "    {\"file\": " << bench::JsonString(run.File)
+                 << ", \"started\": " << bench::JsonString(run.Started)
+                 << ", \"finished\": " << bench::JsonString(run.Finished) << ", \"rounds\": " << run.Rounds
+                 << ", \"passes\": " << run.Passes << ", \"repetitions\": " << run.Repetitions
+                 << Format(", \"serial_base_ns\": %.6g}", run.SerialBase);
+        }
+        json << "\n  ]";
+    } else {
+        json << ",\n  \"passes\": " << runs.front().Passes
+             << ",\n  \"repetitions\": " << runs.front().Repetitions
+             << Format(",\n  \"serial_base_ns\": %.6g", runs.front().SerialBase);
+    }
+    json << ",\n  \"slow_probe_ns\": " << kSlowProbeNs
+         << Format(",\n  \"serial_slow_factor\": %.6g", kSerialSlowFactor);
+    std::vector<int> setOfRow(rows.size(), -1);
+    if (!merged) {
+        WritePairSampleSets(json, rows, setOfRow);
+    }
+    json << ",\n  \"rows\": [";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        PairRow const &row = rows[i];
+        json << (i == 0 ? "\n" : ",\n") << "    {\"figure\": " << bench::JsonString(row.Figure)
+             << ", \"unit\": " << bench::JsonString(row.Unit)
+             << (merged ? Format(", \"run\": %u", row.Run) : "") << ", \"round\": " << row.Round
+             << ", \"one\": " << Exact(row.One) << ", \"more\": " << Exact(row.More)
+             << Format(", \"probe_ns\": %.6g, \"serial_ns\": %.6g, \"serial_slow\": %s, \"state\": \"%s\"",
+                       row.Probe, row.Serial, row.SerialSlow ? "true" : "false", row.Slow ? "slow" : "fast");
+        if (row.OneFirstCpu >= 0) {
+            json << Format(", \"one_first_cpu\": %.6g, \"one_second_cpu\": %.6g", row.OneFirstCpu,
+                           row.OneSecondCpu);
+            if (row.FirstShare >= 0) {
+                json << Format(", \"first_cpu_share\": %.6g", row.FirstShare);
+            }
+        }
+        if (setOfRow[i] >= 0) {
+            json << Format(", \"percentile\": %g, \"sample_set\": %d", row.Samples.Percentile, setOfRow[i]);
+        }
+        json << "}";
+    }
+    json << "\n  ],\n  \"medians\": [" << medianJson
+         << "\n  ],\n  \"target\": {\"text\": " << bench::JsonString(verdict)
+         << ", \"met\": " << (met ? "true" : "false") << "}\n}\n";
+    json.close();
+    if (!json) {
+        std::fprintf(stderr, "ftl_bench: cannot write %s\n", jsonPath.c_str());
+        return 1;
+    }
+    std::printf("\nresults written to %s\n", jsonPath.c_str());
+    return 0;
+}
+
+// --threads-pair: measures (MeasurePair), then reports (ReportPair). Returns the exit code.
+int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned more, unsigned rounds,
+                   std::vector<bench::Workload> const &workloads, std::string const &jsonPath) {
+    if (bench::kSanitizedBuild) {
+        std::fprintf(stderr,
+                     "ftl_bench: --threads-pair compares times, which a sanitizer build does not take\n");
+        return 2;
+    }
+    std::vector<PairRun> runs(1);
+    std::vector<PairRow> rows;
+    bool const measured = MeasurePair(config, sizes, more, rounds, workloads, runs.front(), rows);
+    int const reported = ReportPair(runs, rows, jsonPath);
+    return measured ? reported : 1;
+}
+
+// Reads one run's JSON (ftl_bench --threads-pair --json) into `run` and
+// appends its rows, numbered as the merge's `number`th run. Throws
+// std::runtime_error, naming what is wrong, when it is not such a file.
+void ReadPairRun(std::string const &path, unsigned number, PairRun &run, std::vector<PairRow> &rows) {
+    ftl_test::Json const file = ftl_test::ReadJsonFile(path);
+    std::string const tool = file.Has("tool") ? file["tool"].Text : "";
+    if (tool == "ftl_bench --pair-merge") {
+        throw std::runtime_error("a merge's report, not a run: merge the runs it lists");
+    }
+    if (tool != "ftl_bench --threads-pair") {
+        throw std::runtime_error("not the JSON of ftl_bench --threads-pair");
+    }
+    run.File = path;
+    run.Started = file["started"].Text;
+    run.Finished = file["finished"].Text;
+    run.Cpu = file["cpu"].Text;
+    run.Workers = static_cast<unsigned>(file["workers"].Number);
+    run.Rounds = static_cast<unsigned>(file["rounds"].Number);
+    run.Passes = file.Has("passes") ? static_cast<unsigned>(file["passes"].Number) : 1;
+    run.Repetitions = static_cast<unsigned>(file["repetitions"].Number);
+    run.SerialBase = file.Has("serial_base_ns") ? file["serial_base_ns"].Number : 0;
+    auto const readRuns = [](ftl_test::Json const &runs) {
+        std::vector<std::vector<double>> samples;
+        for (ftl_test::Json const &one : runs.Items) {
+            samples.emplace_back();
+            for (ftl_test::Json const &sample : one.Items) {
+                samples.back().push_back(sample.Number);
+            }
+        }
+        return samples;
+    };
+    std::vector<ftl_test::Json> const noSets;
+    std::vector<ftl_test::Json> const &sets = file.Has("sample_sets") ? file["sample_sets"].Items : noSets;
+    for (ftl_test::Json const &entry : file["rows"].Items) {
+        PairRow row;
+        row.Figure = entry["figure"].Text;
+        row.Unit = entry["unit"].Text;
+        row.Run = number;
+        row.Round = static_cast<unsigned>(entry["round"].Number);
+        row.One = entry["one"].Number;
+        row.More = entry["more"].Number;
+        row.Probe = entry["probe_ns"].Number;
+        row.Serial = entry.Has("serial_ns") ? entry["serial_ns"].Number : 0;
+        row.Slow = entry["state"].Text == "slow";
+        row.SerialSlow = entry.Has("serial_slow") && entry["serial_slow"].Boolean;
+        if (entry.Has("one_first_cpu")) {
+            row.OneFirstCpu = entry["one_first_cpu"].Number;
+            row.OneSecondCpu = entry["one_second_cpu"].Number;
+            row.FirstShare = entry.Has("first_cpu_share") ? entry["first_cpu_share"].Number : -1;
+        }
+        if (entry.Has("sample_set")) {
+            std::size_t const set = static_cast<std::size_t>(entry["sample_set"].Number);
+            if (set >= sets.size()) {
+                throw std::runtime_error("row " + row.Figure + " names a sample set it does not have");
+            }
+            row.Samples =
+                Sampled{entry["percentile"].Number, readRuns(sets[set]["one"]), readRuns(sets[set]["more"])};
+        }
+        rows.push_back(std::move(row));
+    }
+}
+
+// --pair-merge: the rounds of several --threads-pair runs (their JSON) in
+// one report, so that a host state a single run missed, or visited for a
+// round or two, can be counted over runs taken hours apart. Each round keeps
+// the state and the single-thread mark of its own run; W8's and W8b's
+// figures pool the samples of every run in the state. The runs must come
+// from one host (their CPU) and one worker count. Returns the exit code.
+int RunPairMerge(std::vector<std::string> const &files, std::string const &jsonPath) {
+    std::vector<PairRun> runs(files.size());
+    std::vector<PairRow> rows;
+    for (std::size_t i = 0; i < files.size(); ++i) {
+        try {
+            ReadPairRun(files[i], static_cast<unsigned>(i + 1), runs[i], rows);
+        } catch (std::exception const &error) {
+            std::fprintf(stderr, "ftl_bench: --pair-merge: %s: %s\n", files[i].c_str(), error.what());
+            return 2;
+        }
+        for (std::size_t j = 0; j < i; ++j) {
+            if (runs[j].Started == runs[i].Started) {
+                std::fprintf(stderr, "ftl_bench: --pair-merge: %s and %s are the same run (started %s)\n",
+                             files[j].c_str(), files[i].c_str(), runs[i].Started.c_str());
+                return 2;
+            }
+        }
+        if (runs[i].Workers != runs.front().Workers || runs[i].Cpu != runs.front().Cpu) {
+            std::fprintf(stderr,
+                         "ftl_bench: --pair-merge: %s compares 1 worker with %u on \"%s\", %s with %u on "
+                         "\"%s\": only runs of one host and worker count merge\n",
+                         files[i].c_str(), runs[i].Workers, runs[i].Cpu.c_str(), files.front().c_str(),
+                         runs.front().Workers, runs.front().Cpu.c_str());
+            return 2;
+        }
+    }
+    // The workloads in the order they first appear; a figure's workload is
+    // its id's first word ("W8 p99": W8).
+    std::vector<std::string> order;
+    for (PairRow &row : rows) {
+        std::string const workload = row.Figure.substr(0, row.Figure.find(' '));
+        auto const at = std::find(order.begin(), order.end(), workload);
+        row.Order = static_cast<std::size_t>(at - order.begin());
+        if (at == order.end()) {
+            order.push_back(workload);
+        }
+    }
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](PairRow const &a, PairRow const &b) { return a.Order < b.Order; });
+    return ReportPair(runs, rows, jsonPath);
 }
 
 } // namespace
@@ -1143,6 +1442,13 @@ int main(int argc, char **argv) {
     Options options;
     if (!ParseOptions(argc, argv, options)) {
         return 2;
+    }
+    if (!options.PairMerge.empty()) {
+        if (options.PairRounds != 0) {
+            std::fprintf(stderr, "ftl_bench: --pair-merge measures nothing; run --threads-pair on its own\n");
+            return 2;
+        }
+        return RunPairMerge(options.PairMerge, options.JsonPath);
     }
 
     bench::Sizes sizes;

@@ -204,11 +204,26 @@ def pair_section(pair):
     """The --threads-pair run: each figure's median ratio (more workers over one) per
     host state, then every round."""
     workers = pair["workers"]
+    # A merge (ftl_bench --pair-merge) lists its runs; a single run is its own.
+    runs = pair.get("runs", [pair])
+    several = len(runs) > 1  # rounds are numbered within their runs
     factor = pair.get("serial_slow_factor")
+    quartiles = ", ".join(f"{fmt(run['serial_base_ns'])} ns" for run in runs if "serial_base_ns" in run)
     serial_note = "" if factor is None else (
         f" A round marked * ran while the single-thread probe (a locked increment on one core) read above "
-        f"{factor:g}x the run's lower quartile ({fmt(pair['serial_base_ns'])} ns): the host ran single-thread code "
+        f"{factor:g}x its run's lower quartile ({quartiles}): the host ran single-thread code "
         "slower, which inflates the 1-worker figure more than the other, so the round stays out of the medians.")
+    if several:
+        listed = "; ".join(f"run {i}: {run['started']} to {run['finished']}, {run['rounds']} rounds, medians of "
+                           f"{run['repetitions']} repetitions" for i, run in enumerate(runs, 1))
+        source = (f"{len(runs)} runs of `ftl_bench --threads-pair`, reported as one by `ftl_bench --pair-merge` "
+                  f"({pair['rounds']} rounds in all; {listed}; a round keeps the host state and the single-thread "
+                  "mark of its own run, and the figures from samples, W8, W8b, T1 and M1, pool them over the runs)")
+    else:
+        run = runs[0]
+        source = (f"`ftl_bench --threads-pair {run['rounds']}` ({run['started']} to {run['finished']}; medians of "
+                  f"{run['repetitions']} repetitions)")
+    passes = sorted({run.get("passes", 1) for run in runs})
 
     def state_cell(entry):
         if entry is None:
@@ -223,12 +238,11 @@ def pair_section(pair):
     lines = [
         f"== A second worker: ftl at 1 worker and at {workers}",
         "",
-        f"`ftl_bench --threads-pair {pair['rounds']}` ({pair['started']} to {pair['finished']}; medians of "
-        f"{pair['repetitions']} repetitions): ftl alone, at 1 worker and at {workers}, in rounds that alternate "
+        f"{source}: ftl alone, at 1 worker and at {workers}, in rounds that alternate "
         "which goes first; a round runs every workload once, so each workload's rounds spread over the run. "
         "Within a round both pools run in one process and take their runs in turn (W8 and W8b: their "
         "samples), so that drift falls on both alike, and such a workload takes "
-        f"{pair.get('passes', 1)} rounds of its own in each round of the run (the idle and timer figures, "
+        f"{' or '.join(str(p) for p in passes)} rounds of its own in each round of the run (the idle and timer figures, "
         "W7, W7s, W7t, T1, M1 and S1, take a process per pool size, and one round); every pool lives on a "
         "thread of its own. A timed workload's 1-worker "
         "figure comes from a 1-worker pool on each of the first two CPUs, in the same turns: the host can run "
@@ -253,14 +267,15 @@ def pair_section(pair):
                      f"{state_cell(entry['slow'])}")
     lines += ["|===", "", f"Target: {pair['target']['text']}.", "",
               '[cols="2,1,2,2,2,2,2,1,2",options="header"]', "|===",
-              f"| Figure | Round | 1 worker | {workers} workers | Ratio | Probe (ns) | 1-thread probe (ns) | State "
+              f"| Figure | {'Run/round' if several else 'Round'} | 1 worker | {workers} workers | Ratio | Probe (ns) | 1-thread probe (ns) | State "
               "| Tasks on the 1st CPU"]
     for row in pair["rows"]:
         ratio = row["more"] / row["one"] if row["one"] > 0 else 0
         serial = fmt(row["serial_ns"]) if "serial_ns" in row else "-"
         mark = "*" if row.get("serial_slow") else ""
         share = f"{100 * row['first_cpu_share']:.0f}%" if "first_cpu_share" in row else "-"
-        lines.append(f"| {row['figure']} | {row['round']} | {fmt(row['one'])} {row['unit']} | "
+        round_ = f"{row['run']}/{row['round']}" if several else f"{row['round']}"
+        lines.append(f"| {row['figure']} | {round_} | {fmt(row['one'])} {row['unit']} | "
                      f"{fmt(row['more'])} | {ratio:.3f} | {fmt(row['probe_ns'])} | {serial} | {row['state']}{mark} "
                      f"| {share}")
     lines += ["|===", ""]
