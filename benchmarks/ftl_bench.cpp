@@ -902,6 +902,9 @@ struct PairRun {
     unsigned Passes = 0;
     unsigned Repetitions = 0;
     double SerialBase = 0; // the lower quartile of its rounds' single-thread probes, ns
+    // Whether its JSON has the samples of its figures from samples: a file
+    // written before it kept them has their rounds' figures only.
+    bool KeptSamples = true;
 };
 
 // A round whose single-thread probe read this much above its run's lower
@@ -1087,9 +1090,13 @@ int ReportPair(std::vector<PairRun> const &runs, std::vector<PairRow> const &row
         for (std::size_t i = 0; i < runs.size(); ++i) {
             PairRun const &run = runs[i];
             std::printf("  run %zu: %s, %s to %s, %u rounds of %u passes, medians of %u repetitions, "
-                        "single-thread quartile %s ns\n",
+                        "single-thread quartile %s ns%s\n",
                         i + 1, run.File.c_str(), run.Started.c_str(), run.Finished.c_str(), run.Rounds,
-                        run.Passes, run.Repetitions, bench::FormatValue(run.SerialBase).c_str());
+                        run.Passes, run.Repetitions, bench::FormatValue(run.SerialBase).c_str(),
+                        run.KeptSamples ? ""
+                                        : "; its file has no samples, so a figure from samples (W8, W8b, T1, "
+                                          "M1) takes the median of its rounds' ratios in a state where it "
+                                          "has a counted round");
         }
         std::printf("\n");
     }
@@ -1183,8 +1190,9 @@ int ReportPair(std::vector<PairRun> const &runs, std::vector<PairRow> const &row
             PooledRatio ratio = MedianWithInterval(found->second);
             double difference = bench::MedianOf(differences.at(figure).at(state));
             std::string interval;
-            if (auto const pool = pools.find(figure);
-                pool != pools.end() && pool->second.count(state) != 0 && !unsampled[figure][state]) {
+            auto const pool = pools.find(figure);
+            bool const sampled = pool != pools.end() && pool->second.count(state) != 0;
+            if (sampled && !unsampled[figure][state]) {
                 Sampled const &samples = pool->second.at(state);
                 ratio = RatioOfPooled(samples);
                 difference = ratio.Difference;
@@ -1193,7 +1201,8 @@ int ReportPair(std::vector<PairRun> const &runs, std::vector<PairRow> const &row
                 interval = Format(", \"rounds\": %zu", found->second.size());
             }
             double const median = ratio.Ratio;
-            line += Format(" %s %.3f (%.2f-%.2f)", name, median, ratio.Low, ratio.High);
+            line += Format(" %s %.3f (%.2f-%.2f)%s", name, median, ratio.Low, ratio.High,
+                           sampled && unsampled[figure][state] ? " (over rounds: a run has no samples)" : "");
             interval += Format(", \"interval\": [%.6g, %.6g]", ratio.Low, ratio.High);
             // The target covers the W workloads; within 5% is run-to-run noise,
             // and so are idle-CPU differences under the floor.
@@ -1264,7 +1273,8 @@ int ReportPair(std::vector<PairRun> const &runs, std::vector<PairRow> const &row
                  << ", \"started\": " << bench::JsonString(run.Started)
                  << ", \"finished\": " << bench::JsonString(run.Finished) << ", \"rounds\": " << run.Rounds
                  << ", \"passes\": " << run.Passes << ", \"repetitions\": " << run.Repetitions
-                 << Format(", \"serial_base_ns\": %.6g}", run.SerialBase);
+                 << Format(", \"serial_base_ns\": %.6g, \"kept_samples\": %s}", run.SerialBase,
+                           run.KeptSamples ? "true" : "false");
         }
         json << "\n  ]";
     } else {
@@ -1347,6 +1357,7 @@ void ReadPairRun(std::string const &path, unsigned number, PairRun &run, std::ve
     run.Passes = file.Has("passes") ? static_cast<unsigned>(file["passes"].Number) : 1;
     run.Repetitions = static_cast<unsigned>(file["repetitions"].Number);
     run.SerialBase = file.Has("serial_base_ns") ? file["serial_base_ns"].Number : 0;
+    run.KeptSamples = file.Has("sample_sets");
     auto const readRuns = [](ftl_test::Json const &runs) {
         std::vector<std::vector<double>> samples;
         for (ftl_test::Json const &one : runs.Items) {

@@ -215,10 +215,13 @@ def pair_section(pair):
         "slower, which inflates the 1-worker figure more than the other, so the round stays out of the medians.")
     if several:
         listed = "; ".join(f"run {i}: {run['started']} to {run['finished']}, {run['rounds']} rounds, medians of "
-                           f"{run['repetitions']} repetitions" for i, run in enumerate(runs, 1))
+                           f"{run['repetitions']} repetitions"
+                           + ("" if run.get("kept_samples", True) else ", its file without samples")
+                           for i, run in enumerate(runs, 1))
         source = (f"{len(runs)} runs of `ftl_bench --threads-pair`, reported as one by `ftl_bench --pair-merge` "
                   f"({pair['rounds']} rounds in all; {listed}; a round keeps the host state and the single-thread "
-                  "mark of its own run, and the figures from samples, W8, W8b, T1 and M1, pool them over the runs)")
+                  "mark of its own run, and the figures from samples, W8, W8b, T1 and M1, pool them over the runs; "
+                  "where a run's file has none, such a figure's state ratio is the median of its rounds' ratios)")
     else:
         run = runs[0]
         source = (f"`ftl_bench --threads-pair {run['rounds']}` ({run['started']} to {run['finished']}; medians of "
