@@ -293,12 +293,20 @@ struct TargetVerdict {
     bool Met;
 };
 
+// printf into a string of whatever length it takes (a verdict that lists
+// every figure runs past a fixed buffer).
 __attribute__((format(printf, 1, 2))) std::string Format(char const *format, ...) {
-    char text[512];
     va_list args;
     va_start(args, format);
-    std::vsnprintf(text, sizeof text, format, args);
+    va_list again;
+    va_copy(again, args);
+    int const length = std::vsnprintf(nullptr, 0, format, args);
     va_end(args);
+    std::string text(length > 0 ? static_cast<std::size_t>(length) : 0, '\0');
+    if (length > 0) {
+        std::vsnprintf(text.data(), text.size() + 1, format, again);
+    }
+    va_end(again);
     return text;
 }
 
