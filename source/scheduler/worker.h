@@ -209,7 +209,14 @@ public:
     // searching, unless this worker's recent such wakes were wasted (see
     // kNextWakePaysNs).
     void KeepReadied(Fiber *fiber, bool goesOn);
-    bool KeepsReadied() const { return m_nextSlot; }
+    // Whether a fiber readied now may wait in the next slot: not when the
+    // Init thread readies it from its own code, outside any task (its own
+    // fiber, with no inline loop on it). That code may stay out of the
+    // scheduler for any length of time, and neither waits nor ends soon
+    // the way a task does, so the fiber goes where every worker sees it.
+    bool KeepsReadied() const {
+        return m_nextSlot && (!m_currentFiber->IsThreadFiber || m_currentFiber->Hand != nullptr);
+    }
     // For the idle spin: whether another worker's next slot holds the fill
     // this worker saw there at its previous look (then Steal takes it).
     bool SeesHeldNext();

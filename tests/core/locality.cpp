@@ -352,6 +352,95 @@ TEST_CASE("After hand-offs through a condition variable an unlock still wakes a 
 
 namespace {
 
+enum class InitThreadReadies { CounterChange, Unlock, Notify };
+
+// The Init thread, outside any task, readies the fiber of a task that waits
+// on worker 1 (by clearing the AtomicFlag it waits for, unlocking the Fibtex
+// it waits for, or notifying the condition variable it waits on) while
+// worker 1 is parked, and then stays out of the scheduler, as a game's main
+// thread does between its calls into it, up to 5 s until that fiber has run.
+// Returns the worker the fiber ran on, or ~0u when it did not run while the
+// Init thread stayed away.
+unsigned WhereInitThreadReadiedFiberRuns(ftl::TaskScheduler &ts, InitThreadReadies how) {
+    ftl::AtomicFlag gate(&ts, 1);
+    ftl::Fibtex lock(&ts);
+    ftl::ConditionVariable condition(&ts);
+    bool go = false; // under the lock
+    std::atomic<bool> ran{false};
+    std::atomic<unsigned> ranOn{~0u};
+    if (how == InitThreadReadies::Unlock) {
+        lock.lock();
+        go = true;
+    }
+    auto waiter = [&](ftl::TaskScheduler *t) {
+        if (how == InitThreadReadies::CounterChange) {
+            t->WaitForCounter(&gate);
+        } else {
+            std::unique_lock<ftl::Fibtex> guard(lock); // Unlock: parks here
+            while (!go) {
+                condition.wait(guard); // Notify: parks here
+            }
+        }
+        ranOn.store(t->GetCurrentThreadIndex());
+        ran.store(true);
+    };
+    ftl::TaskCounter counter(&ts);
+    ts.AddPinnedTask(1, LambdaTask(waiter), ftl::TaskPriority::Normal, &counter);
+    void const *waitedOn = how == InitThreadReadies::CounterChange ? static_cast<void const *>(&gate)
+                           : how == InitThreadReadies::Unlock      ? static_cast<void const *>(&lock)
+                                                                   : &condition;
+    // Until the fiber is parked (its registration follows the switch off its
+    // stack), then until its worker has parked too and stopped searching.
+    ftl::detail::IdleState const &idle = ftl::detail::Scheduler::Of(&ts)->Idle();
+    auto const parkedBy = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    bool parked = false;
+    while (!parked && std::chrono::steady_clock::now() < parkedBy) {
+        parked = WaitsOn(ts, waitedOn) && idle.IsParked(1) && idle.NumSearching() == 0;
+    }
+    if (how == InitThreadReadies::CounterChange) {
+        gate.Clear();
+    } else if (how == InitThreadReadies::Unlock) {
+        lock.unlock();
+    } else {
+        {
+            std::lock_guard<ftl::Fibtex> guard(lock);
+            go = true;
+        }
+        condition.notify_one();
+    }
+    auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!ran.load() && std::chrono::steady_clock::now() < deadline) {
+    }
+    bool const ranMeanwhile = ran.load();
+    ts.WaitForCounter(&counter); // the fiber runs here at the latest
+    REQUIRE(parked);
+    REQUIRE(ran.load());
+    return ranMeanwhile ? ranOn.load() : ~0u;
+}
+
+} // namespace
+
+TEST_CASE("A fiber the Init thread readies outside any task runs while the Init thread stays away",
+          "[next-slot]") {
+    // The Init thread is worker 0, but outside a task it is no task that
+    // soon waits or ends: a fiber it readies must not wait in worker 0's
+    // next slot for its next call into the scheduler, with worker 1 parked.
+    // After hand-offs through a condition variable, which make worker 0
+    // wake nobody for most slot fills, as well.
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(Options(2)) == 0);
+    for (unsigned round = 0; round < 3; ++round) {
+        for (InitThreadReadies const how :
+             {InitThreadReadies::CounterChange, InitThreadReadies::Unlock, InitThreadReadies::Notify}) {
+            CAPTURE(round, static_cast<int>(how));
+            CHECK(WhereInitThreadReadiedFiberRuns(ts, how) == 1);
+        }
+        ConditionPingPongMoves(ts, 4000);
+    }
+}
+
+namespace {
+
 // Tasks taken from another worker's queues during `batches` batches of 1,000
 // empty tasks, each batch added by the Init thread and waited for (the
 // benchmark's W1).
