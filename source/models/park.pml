@@ -36,6 +36,16 @@
  * underflows; no invalid end state (deadlock) other than workers asleep with
  * nothing to do.
  *
+ * -DLONG_ITEMS makes a worker that takes a queued item keep it for good (a
+ * task that waits for every worker to have taken one): then all the items
+ * are taken only if the wakes reach every worker they need, and the check
+ * above asks exactly that. A worker that leaves its park on its own, for
+ * work it saw, leaves as a searcher, so that finding it goes on with the
+ * chain (FoundWork); -DBROKEN_LEAVE_UNCOUNTED leaves as a non-searcher, as
+ * the code once did, and SPIN must then find items left queued with
+ * workers asleep (the waker saw the searcher and woke nobody; the searcher
+ * parked, saw the items, took one and woke nobody either).
+ *
  * -DBROKEN_NO_RECHECK removes the re-check after the announcement; SPIN must
  * then find a lost wake-up (the test runs both). -DBROKEN_IDLE_SLOT keeps a
  * fiber readied during the idle poll in the idle worker's slot; SPIN must
@@ -137,11 +147,13 @@ findWork:
     :: else -> goto idle
     fi;
 found:
+#ifndef LONG_ITEMS
     /* The item runs: it may ready a fiber that waits for it (KeepReadied). */
     if
     :: atomic { toReady > 0 -> toReady-- } -> keepReadied(me, idx)
     :: true -> skip
     fi;
+#endif
     /* FoundWork: the last searcher to find work wakes another worker, if it
        sees more work (AnyWorkVisible: the stealable queues, its own inbox) */
     if
@@ -155,6 +167,12 @@ found:
         wasLast = 0
     :: else -> skip
     fi;
+#ifdef LONG_ITEMS
+    /* The item runs for good: a task that waits for every worker to have
+       taken one. What is left reaches the others only through wakes. */
+end_running:
+    false;
+#endif
     goto findWork;
 idle:
     /* TryBecomeSearcher: a load, then an increment (loosely capped) */
@@ -205,7 +223,20 @@ idle:
         }
         if
         :: wasLast -> wakeAsSearcher()
-        :: else -> skip
+        :: else ->
+#ifndef BROKEN_LEAVE_UNCOUNTED
+            /* LeaveIfWork: leaving on our own, for work we saw, as a
+               searcher too (TryBecomeSearcher), so that finding it goes
+               on with the chain */
+            t = searching;
+            if
+            :: 2 * t < NW -> searching++; isSearcher[me] = 1
+            :: else -> skip
+            fi;
+            t = 0
+#else
+            skip
+#endif
         fi;
         wasLast = 0;
         goto findWork

@@ -641,10 +641,12 @@ TEST_CASE("IdleState: work seen at the re-check ends Idle without a sleep", "[in
     TestHooks hooks;
     hooks.Idle = &idle;
 
+    bool work = false;
     SECTION("work visible") {
         hooks.VisibleFromCall = 1;
         idle.Idle(0, EmptyQueueBehavior::Sleep, hooks);
         REQUIRE(hooks.StopIdlingCalls.load() == 0);
+        work = true;
     }
     SECTION("the hooks say stop") {
         hooks.StopFromCall = 1;
@@ -658,9 +660,11 @@ TEST_CASE("IdleState: work seen at the re-check ends Idle without a sleep", "[in
     REQUIRE(hooks.PollCalls.load() == 1);
     REQUIRE(hooks.PollNsCalls.load() == 0);
     REQUIRE_FALSE(idle.IsParked(0));
-    // It stopped searching when it announced itself and was not claimed.
-    REQUIRE_FALSE(idle.Searching(0));
-    REQUIRE(idle.NumSearching() == 0);
+    // It stopped searching when it announced itself, and was not claimed.
+    // For work it saw, it searches again (the chain goes on from it when it
+    // finds that work); told to stop, it does not.
+    REQUIRE(idle.Searching(0) == work);
+    REQUIRE(idle.NumSearching() == (work ? 1u : 0u));
 }
 
 TEST_CASE("IdleState: a searcher that sees work while spinning returns before parking", "[internal][idle]") {
@@ -758,10 +762,10 @@ TEST_CASE("IdleState: a poll that makes work ends the sleep without a waker", "[
     REQUIRE(hooks.WorkVisibleCalls.load() == 4);
     REQUIRE(hooks.PollCalls.load() == 4);
     REQUIRE_FALSE(idle.IsParked(0));
-    // As at the re-check: it saw the work itself, so no one claimed it and
-    // it does not count as a searcher.
-    REQUIRE_FALSE(idle.Searching(0));
-    REQUIRE(idle.NumSearching() == 0);
+    // As at the re-check: it saw the work itself, so no one claimed it, and
+    // it leaves as a searcher (the chain goes on from it).
+    REQUIRE(idle.Searching(0));
+    REQUIRE(idle.NumSearching() == 1);
 }
 
 TEST_CASE("IdleState: Spin and Yield look for work without parking", "[internal][idle]") {
