@@ -1411,8 +1411,9 @@ void ReadPairRun(std::string const &path, unsigned number, PairRun &run, std::ve
 // one report, so that a host state a single run missed, or visited for a
 // round or two, can be counted over runs taken hours apart. Each round keeps
 // the state and the single-thread mark of its own run; the figures from
-// samples (W8, W8b, T1, M1) pool those of every run in the state. The runs must come
-// from one host (their CPU) and one worker count. Returns the exit code.
+// samples (W8, W8b, T1, M1) pool those of every run in the state. The runs
+// must come from one host (their CPU) and one worker count. Returns the exit
+// code.
 int RunPairMerge(std::vector<std::string> const &files, std::string const &jsonPath) {
     std::vector<PairRun> runs(files.size());
     std::vector<PairRow> rows;
