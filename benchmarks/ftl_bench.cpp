@@ -9,7 +9,8 @@
 // them as a second table.
 //
 // --threads-pair measures ftl alone at 1 worker and at every core, and
-// --pair-merge reports several such runs as one.
+// --pair-merge reports several such runs as one (a merge's JSON counts as
+// the runs it lists, so that a merge grows with new runs).
 //
 // Usage: ftl_bench [--short] [--reps N] [--threads N] [--filter IDS] [--systems NAMES]
 //                  [--features] [--json FILE] [--timeout SECONDS] [--threads-pair ROUNDS]
@@ -18,6 +19,8 @@
 #include "harness.h"
 #include "systems.h"
 #include "workloads.h"
+
+#include "ftl_bench_revision.h" // FTL_BENCH_REVISION (revision.cmake)
 
 #include "ftl/task_scheduler.h"
 #include "scheduler/mechanisms.h"
@@ -53,7 +56,7 @@ struct Options {
     unsigned TimeoutSeconds = 900;
     std::vector<std::string> Filter;    // workload or figure ids; empty: all
     std::vector<std::string> Systems;   // column names; empty: all
-    std::vector<std::string> PairMerge; // --pair-merge: the JSON of --threads-pair runs
+    std::vector<std::string> PairMerge; // --pair-merge: the JSON of --threads-pair runs or merges
     std::string JsonPath;
 };
 
@@ -78,7 +81,8 @@ void PrintUsage(std::FILE *out) {
         "                   per round, with the host's state from the cross-core probe (--json: to FILE)\n"
         "  --pair-merge F   measures nothing: reports the rounds of several --threads-pair runs (their\n"
         "                   --json files, comma-separated; one host, one worker count) as one run, each\n"
-        "                   round in its own run's host state (--json: to FILE)\n"
+        "                   round in its own run's host state (--json: to FILE); an earlier merge's\n"
+        "                   JSON brings all the runs it merged\n"
         "Exits 1 when ftl or the reference fails a check (or crashes); a peer's failure, or ftl's\n"
         "with a mechanism off, is reported in its cell and the table but is not an error.\n",
         bench::kMinRepetitions);
@@ -902,6 +906,9 @@ struct PairRow {
 // How a --threads-pair run was measured, as its report says; a merge has one per run.
 struct PairRun {
     std::string File; // --pair-merge: the file it was read from; empty: measured now
+    // The revision of the source tree it measured (revision.cmake); "" in a
+    // run's file written before runs named it.
+    std::string Library;
     std::string Started;
     std::string Finished;
     std::string Cpu;
@@ -937,6 +944,7 @@ constexpr double kSerialSlowFactor = 1.3;
 bool MeasurePair(bench::Config const &config, bench::Sizes sizes, unsigned more, unsigned rounds,
                  std::vector<bench::Workload> const &workloads, PairRun &run, std::vector<PairRow> &rows) {
     run.Started = UtcNow();
+    run.Library = FTL_BENCH_REVISION;
     run.Cpu = CpuModel();
     run.Workers = more;
     run.Rounds = rounds;
@@ -1063,8 +1071,9 @@ void WritePairSampleSets(std::ofstream &json, std::vector<PairRow> const &rows, 
 // and the target's verdict; to jsonPath too, when given. Every figure is a
 // time: above 1, the extra workers made it slower. A run's JSON keeps the
 // samples of its figures from samples, so that a merge can pool them; a
-// merge's does not, and is not merged again. Returns 1 when the JSON cannot
-// be written, else 0.
+// merge's does not (they take a few MB a run), so that merged again with
+// new runs, its runs count as runs without samples. Returns 1 when the JSON
+// cannot be written, else 0.
 int ReportPair(std::vector<PairRun> const &runs, std::vector<PairRow> const &rows,
                std::string const &jsonPath) {
     bool const merged = !runs.front().File.empty(); // its JSON is a merge's report
@@ -1097,16 +1106,20 @@ int ReportPair(std::vector<PairRun> const &runs, std::vector<PairRow> const &row
             more, runs.size(), rounds);
         for (std::size_t i = 0; i < runs.size(); ++i) {
             PairRun const &run = runs[i];
-            std::printf("  run %zu: %s, %s to %s, %u rounds of %u passes, medians of %u repetitions, "
-                        "single-thread quartile %s ns%s\n",
-                        i + 1, run.File.c_str(), run.Started.c_str(), run.Finished.c_str(), run.Rounds,
-                        run.Passes, run.Repetitions, bench::FormatValue(run.SerialBase).c_str(),
+            std::printf("  run %zu: %s, library %s, %s to %s, %u rounds of %u passes, medians of %u "
+                        "repetitions, single-thread quartile %s ns%s\n",
+                        i + 1, run.File.c_str(), run.Library.empty() ? "not named" : run.Library.c_str(),
+                        run.Started.c_str(), run.Finished.c_str(), run.Rounds, run.Passes, run.Repetitions,
+                        bench::FormatValue(run.SerialBase).c_str(),
                         run.KeptSamples ? ""
                                         : "; its file has no samples, so a figure from samples (W8, W8b, T1, "
                                           "M1) takes the median of its rounds' ratios in a state where it "
                                           "has a counted round");
         }
         std::printf("\n");
+    } else {
+        std::printf("library %s\n",
+                    runs.front().Library.empty() ? "not named" : runs.front().Library.c_str());
     }
     std::printf(
         "ftl at 1 worker and at %u workers, %u round%s%s (W8, W8b: the figure of\n"
@@ -1278,6 +1291,7 @@ int ReportPair(std::vector<PairRun> const &runs, std::vector<PairRow> const &row
         for (std::size_t i = 0; i < runs.size(); ++i) {
             PairRun const &run = runs[i];
             json << (i == 0 ? "\n" : ",\n") << "    {\"file\": " << bench::JsonString(run.File)
+                 << ", \"library\": " << bench::JsonString(run.Library)
                  << ", \"started\": " << bench::JsonString(run.Started)
                  << ", \"finished\": " << bench::JsonString(run.Finished) << ", \"rounds\": " << run.Rounds
                  << ", \"passes\": " << run.Passes << ", \"repetitions\": " << run.Repetitions
@@ -1286,7 +1300,8 @@ int ReportPair(std::vector<PairRun> const &runs, std::vector<PairRow> const &row
         }
         json << "\n  ]";
     } else {
-        json << ",\n  \"passes\": " << runs.front().Passes
+        json << ",\n  \"library\": " << bench::JsonString(runs.front().Library)
+             << ",\n  \"passes\": " << runs.front().Passes
              << ",\n  \"repetitions\": " << runs.front().Repetitions
              << Format(",\n  \"serial_base_ns\": %.6g", runs.front().SerialBase);
     }
@@ -1344,31 +1359,49 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
     return measured ? reported : 1;
 }
 
-// Reads one run's JSON (ftl_bench --threads-pair --json) into `run` and
-// appends its rows, numbered as the merge's `number`th run. Throws
-// std::runtime_error, naming what is wrong, when it is not such a file.
-void ReadPairRun(std::string const &path, unsigned number, PairRun &run, std::vector<PairRow> &rows) {
+// Reads the JSON of a run (ftl_bench --threads-pair --json) or of a merge
+// (--pair-merge --json) and appends its runs and their rows, the rows
+// numbered by their run's place among all the runs read. Throws
+// std::runtime_error, naming what is wrong, when it is neither.
+void ReadPairRuns(std::string const &path, std::vector<PairRun> &runs, std::vector<PairRow> &rows) {
     ftl_test::Json const file = ftl_test::ReadJsonFile(path);
     std::string const tool = file.Has("tool") ? file["tool"].Text : "";
-    if (tool == "ftl_bench --pair-merge") {
-        throw std::runtime_error("a merge's report, not a run: merge the runs it lists");
+    bool const merge = tool == "ftl_bench --pair-merge";
+    if (!merge && tool != "ftl_bench --threads-pair") {
+        throw std::runtime_error("not the JSON of ftl_bench --threads-pair or --pair-merge");
     }
-    if (tool != "ftl_bench --threads-pair") {
-        throw std::runtime_error("not the JSON of ftl_bench --threads-pair");
+    bool const hasSets = file.Has("sample_sets");
+    // A merge lists its runs, and its rows name theirs (from 1); a run's
+    // file is its own one run.
+    std::size_t const first = runs.size();
+    auto const readRun = [&](ftl_test::Json const &entry, std::string const &name) {
+        PairRun run;
+        run.File = name;
+        run.Library = entry.Has("library") ? entry["library"].Text : "";
+        run.Started = entry["started"].Text;
+        run.Finished = entry["finished"].Text;
+        run.Cpu = file["cpu"].Text;
+        run.Workers = static_cast<unsigned>(file["workers"].Number);
+        run.Rounds = static_cast<unsigned>(entry["rounds"].Number);
+        run.Passes = entry.Has("passes") ? static_cast<unsigned>(entry["passes"].Number) : 1;
+        run.Repetitions = static_cast<unsigned>(entry["repetitions"].Number);
+        run.SerialBase = entry.Has("serial_base_ns") ? entry["serial_base_ns"].Number : 0;
+        // A merge's JSON lists which of its runs kept their samples, but
+        // has none of them.
+        run.KeptSamples = hasSets;
+        runs.push_back(std::move(run));
+    };
+    if (merge) {
+        for (ftl_test::Json const &entry : file["runs"].Items) {
+            readRun(entry, entry["file"].Text);
+        }
+    } else {
+        readRun(file, path);
     }
-    run.File = path;
-    run.Started = file["started"].Text;
-    run.Finished = file["finished"].Text;
-    run.Cpu = file["cpu"].Text;
-    run.Workers = static_cast<unsigned>(file["workers"].Number);
-    run.Rounds = static_cast<unsigned>(file["rounds"].Number);
-    run.Passes = file.Has("passes") ? static_cast<unsigned>(file["passes"].Number) : 1;
-    run.Repetitions = static_cast<unsigned>(file["repetitions"].Number);
-    run.SerialBase = file.Has("serial_base_ns") ? file["serial_base_ns"].Number : 0;
-    run.KeptSamples = file.Has("sample_sets");
-    auto const readRuns = [](ftl_test::Json const &runs) {
+    std::size_t const count = runs.size() - first;
+    auto const readRuns = [](ftl_test::Json const &set) {
         std::vector<std::vector<double>> samples;
-        for (ftl_test::Json const &one : runs.Items) {
+        for (ftl_test::Json const &one : set.Items) {
             samples.emplace_back();
             for (ftl_test::Json const &sample : one.Items) {
                 samples.back().push_back(sample.Number);
@@ -1377,12 +1410,16 @@ void ReadPairRun(std::string const &path, unsigned number, PairRun &run, std::ve
         return samples;
     };
     std::vector<ftl_test::Json> const noSets;
-    std::vector<ftl_test::Json> const &sets = file.Has("sample_sets") ? file["sample_sets"].Items : noSets;
+    std::vector<ftl_test::Json> const &sets = hasSets ? file["sample_sets"].Items : noSets;
     for (ftl_test::Json const &entry : file["rows"].Items) {
         PairRow row;
         row.Figure = entry["figure"].Text;
         row.Unit = entry["unit"].Text;
-        row.Run = number;
+        std::size_t const own = merge ? static_cast<std::size_t>(entry["run"].Number) : 1;
+        if (own < 1 || own > count) {
+            throw std::runtime_error("row " + row.Figure + " names a run the file does not list");
+        }
+        row.Run = static_cast<unsigned>(first + own);
         row.Round = static_cast<unsigned>(entry["round"].Number);
         row.One = entry["one"].Number;
         row.More = entry["more"].Number;
@@ -1415,29 +1452,32 @@ void ReadPairRun(std::string const &path, unsigned number, PairRun &run, std::ve
 // must come from one host (their CPU) and one worker count. Returns the exit
 // code.
 int RunPairMerge(std::vector<std::string> const &files, std::string const &jsonPath) {
-    std::vector<PairRun> runs(files.size());
+    std::vector<PairRun> runs;
     std::vector<PairRow> rows;
-    for (std::size_t i = 0; i < files.size(); ++i) {
+    for (std::string const &file : files) {
+        std::size_t const first = runs.size();
         try {
-            ReadPairRun(files[i], static_cast<unsigned>(i + 1), runs[i], rows);
+            ReadPairRuns(file, runs, rows);
         } catch (std::exception const &error) {
-            std::fprintf(stderr, "ftl_bench: --pair-merge: %s: %s\n", files[i].c_str(), error.what());
+            std::fprintf(stderr, "ftl_bench: --pair-merge: %s: %s\n", file.c_str(), error.what());
             return 2;
         }
-        for (std::size_t j = 0; j < i; ++j) {
-            if (runs[j].Started == runs[i].Started) {
-                std::fprintf(stderr, "ftl_bench: --pair-merge: %s and %s are the same run (started %s)\n",
-                             files[j].c_str(), files[i].c_str(), runs[i].Started.c_str());
+        for (std::size_t i = first; i < runs.size(); ++i) {
+            for (std::size_t j = 0; j < i; ++j) {
+                if (runs[j].Started == runs[i].Started) {
+                    std::fprintf(stderr, "ftl_bench: --pair-merge: %s and %s are the same run (started %s)\n",
+                                 runs[j].File.c_str(), runs[i].File.c_str(), runs[i].Started.c_str());
+                    return 2;
+                }
+            }
+            if (runs[i].Workers != runs.front().Workers || runs[i].Cpu != runs.front().Cpu) {
+                std::fprintf(stderr,
+                             "ftl_bench: --pair-merge: %s compares 1 worker with %u on \"%s\", %s with %u on "
+                             "\"%s\": only runs of one host and worker count merge\n",
+                             runs[i].File.c_str(), runs[i].Workers, runs[i].Cpu.c_str(),
+                             runs.front().File.c_str(), runs.front().Workers, runs.front().Cpu.c_str());
                 return 2;
             }
-        }
-        if (runs[i].Workers != runs.front().Workers || runs[i].Cpu != runs.front().Cpu) {
-            std::fprintf(stderr,
-                         "ftl_bench: --pair-merge: %s compares 1 worker with %u on \"%s\", %s with %u on "
-                         "\"%s\": only runs of one host and worker count merge\n",
-                         files[i].c_str(), runs[i].Workers, runs[i].Cpu.c_str(), files.front().c_str(),
-                         runs.front().Workers, runs.front().Cpu.c_str());
-            return 2;
         }
     }
     // The workloads in the order they first appear; a figure's workload is

@@ -213,9 +213,13 @@ def pair_section(pair):
         f" A round marked * ran while the single-thread probe (a locked increment on one core) read above "
         f"{factor:g}x its run's lower quartile ({quartiles}): the host ran single-thread code "
         "slower, which inflates the 1-worker figure more than the other, so the round stays out of the medians.")
+    def library(run):
+        # The source revision the run measured (runs before ftl_bench named it: none).
+        return f", library {run['library']}" if run.get("library") else ""
+
     if several:
-        listed = "; ".join(f"run {i}: {run['started']} to {run['finished']}, {run['rounds']} rounds, medians of "
-                           f"{run['repetitions']} repetitions"
+        listed = "; ".join(f"run {i}: {run['started']} to {run['finished']}{library(run)}, {run['rounds']} rounds, "
+                           f"medians of {run['repetitions']} repetitions"
                            + ("" if run.get("kept_samples", True) else ", its file without samples")
                            for i, run in enumerate(runs, 1))
         source = (f"{len(runs)} runs of `ftl_bench --threads-pair`, reported as one by `ftl_bench --pair-merge` "
@@ -224,8 +228,8 @@ def pair_section(pair):
                   "where a run's file has none, such a figure's state ratio is the median of its rounds' ratios)")
     else:
         run = runs[0]
-        source = (f"`ftl_bench --threads-pair {run['rounds']}` ({run['started']} to {run['finished']}; medians of "
-                  f"{run['repetitions']} repetitions)")
+        source = (f"`ftl_bench --threads-pair {run['rounds']}` ({run['started']} to {run['finished']}"
+                  f"{library(run)}; medians of {run['repetitions']} repetitions)")
     passes = sorted({run.get("passes", 1) for run in runs})
 
     def state_cell(entry):

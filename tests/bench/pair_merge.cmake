@@ -7,8 +7,13 @@
 #      of both in each state: each state's count is the sum of the run's two,
 #      and when every W figure had a counted round, the verdict no longer
 #      says a state was not counted;
-#   3. a run given twice, and a merge's report given as a run, are refused;
-#   4. with PYTHON, when it has matplotlib: plot.py renders the report of the
+#   3. a merge's report counts as the runs it lists: the report of both
+#      merged again alone, and the run's merge merged with the copy, report
+#      every figure from rounds as the merge of both did, to the digit, and
+#      a figure from samples over its rounds (a merge's report keeps no
+#      samples); every run keeps the library revision its run named;
+#   4. a run given twice, also inside a merge's report, is refused;
+#   5. with PYTHON, when it has matplotlib: plot.py renders the report of the
 #      two runs, with its rows numbered within their runs.
 #
 #   -DFTL_BENCH=<ftl_bench> -DPAIR=<pair.json> -DOUT=<dir>
@@ -92,16 +97,56 @@ if(every_w_counted AND verdict MATCHES "no round counted")
     message(FATAL_ERROR "merged with its swapped copy, the verdict still misses a state: ${verdict}")
 endif()
 
-# 3. Refusals.
+# 3. Merges merged again.
+string(JSON library GET "${run}" library)
+if(library STREQUAL "")
+    message(FATAL_ERROR "the run names no library revision")
+endif()
+merge(${OUT}/pair-merge-again.json 0 ${OUT}/pair-merge-both.json)
+merge(${OUT}/pair-merge-grown.json 0 ${OUT}/pair-merge-alone.json ${OUT}/pair-swapped.json)
+foreach(name again grown)
+    file(READ ${OUT}/pair-merge-${name}.json merged)
+    foreach(i RANGE ${last})
+        string(JSON figure GET "${both}" medians ${i} figure)
+        foreach(state fast slow)
+            string(JSON expected GET "${both}" medians ${i} ${state})
+            string(JSON got GET "${merged}" medians ${i} ${state})
+            # A figure from samples goes over its rounds where a run without
+            # samples counts a round: in `again` both runs are, in `grown`
+            # the run's own (its rounds' states are the run's).
+            string(JSON pooled ERROR_VARIABLE from_rounds GET "${both}" medians ${i} ${state} pooled_runs)
+            state_count("${run}" ${i} ${state} unsampled)
+            if(NOT from_rounds AND (name STREQUAL "again" OR unsampled GREATER 0))
+                string(JSON rounds ERROR_VARIABLE from_samples GET "${merged}" medians ${i} ${state} rounds)
+                if(from_samples)
+                    message(FATAL_ERROR "pair-merge-${name}.json reports ${figure} ${state} ${got}, not over its "
+                                        "rounds")
+                endif()
+            elseif(NOT got STREQUAL expected)
+                message(FATAL_ERROR "pair-merge-${name}.json reports ${figure} ${state} ${got}, against the merge "
+                                    "of both runs' ${expected}")
+            endif()
+        endforeach()
+    endforeach()
+    string(JSON runs LENGTH "${merged}" runs)
+    string(JSON first GET "${merged}" runs 0 library)
+    string(JSON second GET "${merged}" runs 1 library)
+    if(NOT runs EQUAL 2 OR NOT first STREQUAL library OR NOT second STREQUAL library)
+        message(FATAL_ERROR "pair-merge-${name}.json lists ${runs} runs, of libraries ${first} and ${second}, "
+                            "not 2 of ${library}")
+    endif()
+endforeach()
+
+# 4. Refusals.
 merge(${OUT}/pair-merge-twice.json 2 ${PAIR} ${PAIR})
 if(NOT merge_errors MATCHES "are the same run")
     message(FATAL_ERROR "a run given twice: ${merge_errors}")
 endif()
-merge(${OUT}/pair-merge-again.json 2 ${OUT}/pair-merge-alone.json)
-if(NOT merge_errors MATCHES "a merge's report, not a run")
-    message(FATAL_ERROR "a merge's report given as a run: ${merge_errors}")
+merge(${OUT}/pair-merge-inside.json 2 ${OUT}/pair-merge-both.json ${PAIR})
+if(NOT merge_errors MATCHES "are the same run")
+    message(FATAL_ERROR "a run given again beside a merge that has it: ${merge_errors}")
 endif()
-# 4. The results document of the two.
+# 5. The results document of the two.
 if(PYTHON)
     execute_process(COMMAND ${PYTHON} -c "import matplotlib" RESULT_VARIABLE no_matplotlib OUTPUT_QUIET
                     ERROR_QUIET)
