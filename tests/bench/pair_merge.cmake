@@ -8,8 +8,9 @@
 #      and when every W figure had a counted round, the verdict no longer
 #      says a state was not counted;
 #   3. a merge's report counts as the runs it lists: the report of both
-#      merged again alone, and the run's merge merged with the copy, report
-#      every figure from rounds as the merge of both did, to the digit, and
+#      merged again alone, and the run's merge merged with the copy, list
+#      the same rounds in the same runs as the merge of both, report every
+#      figure from rounds as it did, to the digit, and
 #      a figure from samples over its rounds (a merge's report keeps no
 #      samples); every run keeps the library revision its run named;
 #   4. a run given twice, also inside a merge's report, is refused;
@@ -106,6 +107,12 @@ merge(${OUT}/pair-merge-again.json 0 ${OUT}/pair-merge-both.json)
 merge(${OUT}/pair-merge-grown.json 0 ${OUT}/pair-merge-alone.json ${OUT}/pair-swapped.json)
 foreach(name again grown)
     file(READ ${OUT}/pair-merge-${name}.json merged)
+    # Every round, each in its run (numbered as in the merge of both).
+    string(JSON expected GET "${both}" rows)
+    string(JSON got GET "${merged}" rows)
+    if(NOT got STREQUAL expected)
+        message(FATAL_ERROR "pair-merge-${name}.json lists other rows than the merge of both runs")
+    endif()
     foreach(i RANGE ${last})
         string(JSON figure GET "${both}" medians ${i} figure)
         foreach(state fast slow)
