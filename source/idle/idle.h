@@ -291,13 +291,9 @@ bool IdleState::LeaveIfWork(unsigned self, Hooks &hooks, bool slept) {
     } else if (work) {
         // Leaving on our own, for work we saw: as a searcher too (unless
         // half the workers search), so that finding it goes on with the
-        // chain (FoundWork). The waker of that work may have seen us
-        // searching before our announcement and woken nobody; leaving as a
-        // non-searcher, we took one item and nobody woke anyone for the
-        // rest, which waited for the workers already running while the
-        // others slept (8 workers, 16 tasks that each wait for every worker
-        // to have run one: 6 workers asleep, 8 tasks queued, until the
-        // tasks' 10 s timeouts, about once in 300 runs).
+        // chain (FoundWork): the waker of that work may have seen us
+        // searching and woken nobody (docs/design.adoc; park.pml,
+        // LONG_ITEMS).
         m_slots[self].Searching = TryBecomeSearcher();
     }
     return true;
