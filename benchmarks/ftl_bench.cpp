@@ -922,6 +922,11 @@ struct PairRun {
     bool KeptSamples = true;
 };
 
+// The revision a run measured, as a report names it.
+char const *LibraryOf(PairRun const &run) {
+    return run.Library.empty() ? "not named" : run.Library.c_str();
+}
+
 // A round whose single-thread probe read this much above its run's lower
 // quartile ran while the host ran single-thread code slower: its 1-worker
 // figure grows more than its 2-worker one (W5: 10.3 against 5.8 ns, ratio
@@ -1108,9 +1113,8 @@ int ReportPair(std::vector<PairRun> const &runs, std::vector<PairRow> const &row
             PairRun const &run = runs[i];
             std::printf("  run %zu: %s, library %s, %s to %s, %u rounds of %u passes, medians of %u "
                         "repetitions, single-thread quartile %s ns%s\n",
-                        i + 1, run.File.c_str(), run.Library.empty() ? "not named" : run.Library.c_str(),
-                        run.Started.c_str(), run.Finished.c_str(), run.Rounds, run.Passes, run.Repetitions,
-                        bench::FormatValue(run.SerialBase).c_str(),
+                        i + 1, run.File.c_str(), LibraryOf(run), run.Started.c_str(), run.Finished.c_str(),
+                        run.Rounds, run.Passes, run.Repetitions, bench::FormatValue(run.SerialBase).c_str(),
                         run.KeptSamples ? ""
                                         : "; its file has no samples, so a figure from samples (W8, W8b, T1, "
                                           "M1) takes the median of its rounds' ratios in a state where it "
@@ -1118,8 +1122,7 @@ int ReportPair(std::vector<PairRun> const &runs, std::vector<PairRow> const &row
         }
         std::printf("\n");
     } else {
-        std::printf("library %s\n",
-                    runs.front().Library.empty() ? "not named" : runs.front().Library.c_str());
+        std::printf("library %s\n", LibraryOf(runs.front()));
     }
     std::printf(
         "ftl at 1 worker and at %u workers, %u round%s%s (W8, W8b: the figure of\n"
