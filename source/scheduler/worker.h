@@ -90,6 +90,10 @@ enum class Source : std::uint8_t {
     None,       // (NextSource) nothing visible
 };
 
+// A line's pair for the adjacent-line prefetchers: data that other threads
+// read in a loop gets a block of this size of its own.
+constexpr std::size_t kPrefetchPairBytes = 128;
+
 class alignas(64) Worker {
 public:
     // globalQueues: the scheduler's kNumPriorities global queues.
@@ -400,13 +404,20 @@ private:
     // Times this worker ran out of work of its own and went to steal (Steal;
     // it goes idle only after a steal that found nothing, so that counts
     // going idle too). The waiter on a hot Fibtex watches it
-    // (Scheduler::Searches): the holder's worker may have left the lock. On a
-    // line of its own that the owner writes only then, so the watching costs
-    // a worker that runs its own tasks nothing.
-    alignas(64) std::atomic<std::uint32_t> m_searches{0};
+    // (Scheduler::Searches): the holder's worker may have left the lock. The
+    // owner writes it only then, and it has a 128-byte block of its own, so
+    // the watching costs a worker that runs its own tasks nothing: a read of
+    // a line also brings its pair into the reader's cache (the adjacent-line
+    // prefetchers of x86 cores), and with the count on a plain line beside a
+    // hot one of the holder's, a waiter's watch reads (one every 32 pauses)
+    // made the holder's sections 1.2-1.7 times slower (W5 at 2 workers,
+    // AMD EPYC; docs/design.adoc, Fibtex).
+    alignas(kPrefetchPairBytes) std::atomic<std::uint32_t> m_searches{0};
 };
 
-static_assert(alignof(Worker) == 64, "per-worker data must be cache-line aligned");
+static_assert(alignof(Worker) == kPrefetchPairBytes,
+              "per-worker data must be cache-line aligned, and the watched "
+              "search count alone in its prefetch pair");
 
 // The worker the calling thread is, or nullptr. Never cached across a fiber
 // switch: the function is opaque to the optimizer (see worker.cpp).
