@@ -367,25 +367,37 @@ struct Together {
     double SecondShare = -1;
 };
 
-Together MeasureTogether(bench::Config const &config, bench::Sizes const &sizes,
-                         bench::Workload const &workload, bench::Implementation const &first,
-                         bench::Implementation const &second, char const *secondName) {
+// One Together per figure of `workload` (none Ok when the measurement failed).
+std::vector<Together> MeasureTogetherEach(bench::Config const &config, bench::Sizes const &sizes,
+                                          bench::Workload const &workload, bench::Implementation const &first,
+                                          bench::Implementation const &second, char const *secondName) {
     std::fprintf(stderr, "  %-4s and %s together, run by run: ", workload.Id.c_str(), secondName);
     std::vector<bench::Measurement> const results =
         bench::MeasureSideBySide(config, sizes, workload, first, {bench::Alongside{&second, sizes, -1}});
-    Together together;
+    std::vector<Together> each(workload.Figures.size());
     if (!results.front().Ok) {
         std::fprintf(stderr, "FAILED: %s\n", results.front().Error.c_str());
-        return together;
+        return each;
     }
-    together.Ok = true;
-    together.First = results[0].Figures[0].Median;
-    together.Second = results[1].Figures[0].Median;
-    together.Probe = std::max(results[0].ProbeBefore, results[0].ProbeAfter);
-    together.SecondShare = results[1].BusiestShare;
-    std::fprintf(stderr, "%s and %s %s\n", bench::FormatValue(together.First).c_str(),
-                 bench::FormatValue(together.Second).c_str(), workload.Figures[0].Unit.c_str());
-    return together;
+    for (std::size_t i = 0; i < each.size(); ++i) {
+        Together &together = each[i];
+        together.Ok = true;
+        together.First = results[0].Figures[i].Median;
+        together.Second = results[1].Figures[i].Median;
+        together.Probe = std::max(results[0].ProbeBefore, results[0].ProbeAfter);
+        together.SecondShare = results[1].BusiestShare;
+        std::fprintf(stderr, "%s%s and %s %s", i == 0 ? "" : "; ", bench::FormatValue(together.First).c_str(),
+                     bench::FormatValue(together.Second).c_str(), workload.Figures[i].Unit.c_str());
+    }
+    std::fprintf(stderr, "\n");
+    return each;
+}
+
+// The first figure of `workload` measured together (MeasureTogetherEach).
+Together MeasureTogether(bench::Config const &config, bench::Sizes const &sizes,
+                         bench::Workload const &workload, bench::Implementation const &first,
+                         bench::Implementation const &second, char const *secondName) {
+    return MeasureTogetherEach(config, sizes, workload, first, second, secondName).front();
 }
 
 // "measured together, run by run, in the fast state"
@@ -402,7 +414,7 @@ std::string TogetherIn(Together const &together) {
 // The together measurements, by the first figure's id.
 using TogetherMap = std::map<std::string, Together>;
 
-// The figures ftl is compared with a peer on (W1-W4: the best peer; any
+// The figures ftl is compared with a peer on (W1-W4 and W8: the best peer; any
 // figure: a peer whose cell beat ftl's) measured together as well: ftl's and
 // a peer's cells, from two processes, moved as much as the host (W3: 1.48x
 // and 2.09x the best peer in two full runs an hour apart). By PeerKey.
@@ -1779,15 +1791,17 @@ int main(int argc, char **argv) {
                                                          *secondImplementation, comparison.SecondName);
         }
     }
-    // ftl beside a peer (see PeerTogetherMap): W1-W4 with the best peer, and
-    // every figure where a peer's cell beat ftl's, but for a lock workload
-    // the peer ran on one thread (which "no peer beats ftl" leaves out).
-    // Timed workloads of one figure only (an idle workload's CPU time is the
-    // whole process's).
+    // ftl beside a peer (see PeerTogetherMap): W1-W4 and W8 with the best
+    // peer (ftl's W8 cell read 17.0 us in a full run whose --features
+    // columns, minutes later, read 3.2 to 7.8), and every figure where a
+    // peer's cell beat ftl's, but for a lock workload the peer ran on one
+    // thread (which "no peer beats ftl" leaves out). A workload of several
+    // figures (W8's median and p99) is measured once for all of them. Not an
+    // idle workload: its CPU time is the whole process's.
     PeerTogetherMap peerTogether;
     {
         std::vector<std::pair<std::string, std::string>> pairs; // figure, peer
-        for (char const *figure : {"W1", "W2", "W3", "W4"}) {
+        for (char const *figure : {"W1", "W2", "W3", "W4", "W8"}) {
             if (PeerBest const best = BestPeer(table, {figure}); best.Median >= 0) {
                 pairs.emplace_back(figure, best.Column);
             }
@@ -1808,16 +1822,25 @@ int main(int argc, char **argv) {
         }
         for (auto const &[figure, peer] : pairs) {
             auto const workload = std::find_if(
-                workloads.begin(), workloads.end(),
-                [&figure = figure](bench::Workload const &candidate) { return candidate.Id == figure; });
-            bench::Implementation const *const ours = implementationOf("ftl", figure);
-            bench::Implementation const *const theirs = implementationOf(peer, figure);
-            if (bench::kSanitizedBuild || workload == workloads.end() || workload->SelfMeasured() ||
-                workload->Figures.size() != 1 || ours == nullptr || theirs == nullptr) {
+                workloads.begin(), workloads.end(), [&figure = figure](bench::Workload const &candidate) {
+                    return std::any_of(candidate.Figures.begin(), candidate.Figures.end(),
+                                       [&figure](bench::Figure const &its) { return its.Id == figure; });
+                });
+            if (bench::kSanitizedBuild || workload == workloads.end() ||
+                peerTogether.count(PeerKey(workload->Figures.front().Id, peer)) != 0 ||
+                workload->Figures.front().Unit.rfind("cpu-s", 0) == 0) {
+                continue; // not measured, measured with another of its figures, or idle
+            }
+            bench::Implementation const *const ours = implementationOf("ftl", workload->Id);
+            bench::Implementation const *const theirs = implementationOf(peer, workload->Id);
+            if (ours == nullptr || theirs == nullptr) {
                 continue;
             }
-            peerTogether[PeerKey(figure, peer)] =
-                MeasureTogether(config, sizes, *workload, *ours, *theirs, peer.c_str());
+            std::vector<Together> const each =
+                MeasureTogetherEach(config, sizes, *workload, *ours, *theirs, peer.c_str());
+            for (std::size_t i = 0; i < each.size(); ++i) {
+                peerTogether[PeerKey(workload->Figures[i].Id, peer)] = each[i];
+            }
         }
     }
     std::string const loadAfter = LoadAverage();
