@@ -405,13 +405,14 @@ private:
     // it goes idle only after a steal that found nothing, so that counts
     // going idle too). The waiter on a hot Fibtex watches it
     // (Scheduler::Searches): the holder's worker may have left the lock. The
-    // owner writes it only then, and it has a 128-byte block of its own, so
-    // the watching costs a worker that runs its own tasks nothing: a read of
-    // a line also brings its pair into the reader's cache (the adjacent-line
-    // prefetchers of x86 cores), and with the count on a plain line beside a
-    // hot one of the holder's, a waiter's watch reads (one every 32 pauses)
-    // made the holder's sections 1.2-1.7 times slower (W5 at 2 workers,
-    // AMD EPYC; docs/design.adoc, Fibtex).
+    // owner writes it only then, and it has a 128-byte block of its own (the
+    // last member: the rest of the block is padding), so the watching costs
+    // a worker that runs its own tasks nothing. A read of a line also brings
+    // its pair into the reader's cache (the adjacent-line prefetchers of x86
+    // cores): with the count on a plain line beside a hot one of the
+    // holder's, a waiter's watch reads (one every 32 pauses) made the
+    // holder's sections 1.2-1.7 times slower (W5 at 2 workers, AMD EPYC;
+    // docs/design.adoc, Fibtex).
     alignas(kPrefetchPairBytes) std::atomic<std::uint32_t> m_searches{0};
 };
 

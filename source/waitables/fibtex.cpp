@@ -251,8 +251,9 @@ constexpr unsigned kPeeks = 3;
 // pauses: a worker that ran out of work of its own (it goes to steal, and
 // then perhaps idle) may be the holder, gone, and the waiter looks at once
 // (once an interval: a search elsewhere costs the holder at most one more
-// look). The counts sit on lines their workers write only then, so reading
-// them costs a holder that runs its own tasks nothing. W5 at 2 workers: the
+// look). The counts sit in 128-byte blocks of their own (a read brings the
+// line's pair too), written by their workers only then, so reading them
+// costs a holder that runs its own tasks nothing. W5 at 2 workers: the
 // thief steals a task, takes the lock between two of the other worker's
 // sections, runs its task and goes idle, and the other worker's fiber waited
 // out its look with the lock free, again and again: 1.15 times the 1-worker
