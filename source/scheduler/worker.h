@@ -94,7 +94,7 @@ enum class Source : std::uint8_t {
 // read in a loop gets a block of this size of its own.
 constexpr std::size_t kPrefetchPairBytes = 128;
 
-class alignas(64) Worker {
+class alignas(kPrefetchPairBytes) Worker {
 public:
     // globalQueues: the scheduler's kNumPriorities global queues.
     void Init(Scheduler *scheduler, GlobalQueue *globalQueues, unsigned index, int cpu,
@@ -416,9 +416,7 @@ private:
     alignas(kPrefetchPairBytes) std::atomic<std::uint32_t> m_searches{0};
 };
 
-static_assert(alignof(Worker) == kPrefetchPairBytes,
-              "per-worker data must be cache-line aligned, and the watched "
-              "search count alone in its prefetch pair");
+static_assert(alignof(Worker) == kPrefetchPairBytes, "per-worker data must start a prefetch pair");
 
 // The worker the calling thread is, or nullptr. Never cached across a fiber
 // switch: the function is opaque to the optimizer (see worker.cpp).
