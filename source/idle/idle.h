@@ -204,6 +204,7 @@ void IdleState::Idle(unsigned self, EmptyQueueBehavior behavior, Hooks &hooks) {
                 for (unsigned i = 0; i < kSpinPauses; ++i) {
                     CpuRelax();
                 }
+                EndSpin();
             }
             hooks.Poll();
         }
@@ -215,6 +216,7 @@ void IdleState::Idle(unsigned self, EmptyQueueBehavior behavior, Hooks &hooks) {
             for (unsigned i = 0; i < kSpinPauses; ++i) {
                 CpuRelax();
             }
+            EndSpin();
             if (hooks.SpinLook()) {
                 slot.SpinMisses = 0;
                 return;

@@ -26,6 +26,22 @@ inline void CpuRelax() {
 #endif
 }
 
+// Ends a run of CpuRelax that a look at memory another core writes follows:
+// nothing after it starts until the run's last instruction has (`lfence` on
+// x86, `isb` on arm64). A CPU that guesses the run's loop has ended runs the
+// look ahead of time, and a load run ahead still takes its line from the
+// core that writes it. On the AMD EPYC host a waiter on a Fibtex made the
+// holder's sections, on the other core, 1.2-4.5 times slower that way, in
+// half of the code placements of the waiter's loop (benchmarks/placement.cpp;
+// docs/design.adoc, Fibtex). Cheap beside the pauses before it.
+inline void EndSpin() {
+#if defined(__x86_64__) || defined(__i386__)
+    asm volatile("lfence" ::: "memory");
+#elif defined(__aarch64__)
+    asm volatile("isb" ::: "memory");
+#endif
+}
+
 // The floating-point control state of the calling thread: rounding mode,
 // flush-to-zero, exception masks (x86-64: MXCSR and the x87 control word;
 // arm64: FPCR). It belongs to a fiber, not to the thread that runs it, so a

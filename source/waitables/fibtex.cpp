@@ -306,10 +306,13 @@ std::atomic<std::uint64_t> g_watchedLookAcquisitions{0};
 // tests' window on patience).
 std::atomic<std::uint64_t> g_patientLooks{0};
 
+// Every look follows one of these (PauseUntilSearch's reads of the counts
+// too, between two of its own).
 void Pause(unsigned pauses) {
     for (unsigned i = 0; i < pauses; ++i) {
         detail::CpuRelax();
     }
+    detail::EndSpin();
 }
 
 void Backoff(unsigned &level, unsigned maxLevel) {
