@@ -306,8 +306,9 @@ std::atomic<std::uint64_t> g_watchedLookAcquisitions{0};
 // tests' window on patience).
 std::atomic<std::uint64_t> g_patientLooks{0};
 
-// Every look follows one of these (PauseUntilSearch's reads of the counts
-// too, between two of its own).
+// A run of pauses, ended so that the look after it cannot run ahead of it
+// (detail::EndSpin). Every look at the lock follows one, and so does every
+// read of the search counts in PauseUntilSearch.
 void Pause(unsigned pauses) {
     for (unsigned i = 0; i < pauses; ++i) {
         detail::CpuRelax();
