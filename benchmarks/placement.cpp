@@ -1,11 +1,11 @@
 // ftl_placement_<pad>: the suite's W5 (kLockTasks tasks of kLocksPerTask
 // increments under one Fibtex), a pool of 1 worker and a pool of 2 taking
-// runs in turn in one process, with the task function, and the library's
-// code linked after it, moved by <pad> bytes (FTL_PLACEMENT_PAD). The
-// programs differ in nothing else, so what sets one apart from the next is
-// where the code sits. See docs/design.adoc (Fibtex, "Placement").
+// runs in turn in one process, with the library's code, linked after this
+// file's, moved by <pad> bytes (FTL_PLACEMENT_PAD). The programs differ in
+// nothing else, so what sets one apart from the next is where the code sits.
+// See docs/design.adoc (Fibtex: the waiter's code placement).
 //
-//   for p in build/bench/benchmarks/ftl_placement_*; do $p; done
+//   for p in build/main/benchmarks/ftl_placement_*; do $p; done
 #include "ftl/fibtex.h"
 #include "ftl/task_counter.h"
 #include "ftl/task_scheduler.h"
@@ -27,8 +27,9 @@
 #define FTL_PLACEMENT_PAD 0
 #endif
 
-// FTL_PLACEMENT_PAD bytes of code, never run, ahead of everything below and
-// of the library (one more: the assembler refuses a skip of 0).
+// FTL_PLACEMENT_PAD bytes of code, never run, ahead of the library's (one
+// more: the assembler refuses a skip of 0). The task function below, an
+// inline member emitted in a section of its own, may stay where it is.
 extern "C" __attribute__((used, noinline)) void FtlPlacementPad() {
     asm volatile(".skip %c0" ::"i"(FTL_PLACEMENT_PAD + 1));
 }

@@ -31,7 +31,7 @@ inline void CpuRelax() {
 // x86, `isb` on arm64). A CPU that guesses the run's loop has ended runs the
 // look ahead of time, and a load run ahead still takes its line from the
 // core that writes it. On the AMD EPYC host a waiter on a Fibtex made the
-// holder's sections, on the other core, 1.2-4.5 times slower that way, in
+// holder's sections, on the other core, 1.2-5.4 times slower that way, in
 // half of the code placements of the waiter's loop (benchmarks/placement.cpp;
 // docs/design.adoc, Fibtex). Cheap beside the pauses before it.
 inline void EndSpin() {
