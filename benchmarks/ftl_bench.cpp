@@ -37,6 +37,7 @@
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <random>
 #include <sstream>
@@ -1367,9 +1368,17 @@ int RunThreadsPair(bench::Config const &config, bench::Sizes sizes, unsigned mor
                      "ftl_bench: --threads-pair compares times, which a sanitizer build does not take\n");
         return 2;
     }
+    std::vector<bench::Workload> paired;
+    std::copy_if(workloads.begin(), workloads.end(), std::back_inserter(paired),
+                 [](bench::Workload const &workload) { return workload.Paired; });
+    if (paired.empty()) {
+        std::fprintf(stderr,
+                     "ftl_bench: --threads-pair: none of these workloads compares 1 worker with more\n");
+        return 2;
+    }
     std::vector<PairRun> runs(1);
     std::vector<PairRow> rows;
-    bool const measured = MeasurePair(config, sizes, more, rounds, workloads, runs.front(), rows);
+    bool const measured = MeasurePair(config, sizes, more, rounds, paired, runs.front(), rows);
     int const reported = ReportPair(runs, rows, jsonPath);
     return measured ? reported : 1;
 }

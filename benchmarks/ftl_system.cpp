@@ -10,6 +10,7 @@
 #include "ftl/task_scheduler.h"
 #include "scheduler/mechanisms.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -910,6 +911,85 @@ private:
     std::atomic<std::uint64_t> m_longRuns{0};
 };
 
+// M2 ---------------------------------------------------------------------------
+
+// A task (the main thread) runs kTinyBatches of W1's batches, whose steals
+// keep a thief busy for less than they cost, so an idle worker backs off
+// from other workers' tasks (the StealBackoff mechanism). Then it adds two
+// long tasks (kLongTaskNs of spinning each) and waits: the figure is how
+// long after the add the later of the two starts. With 2 workers or more
+// that is how soon a backed-off thief picks up work that does pay; at 1
+// worker it is the first task's length. A longer backoff makes this figure
+// worse and W1's and G1's better (docs/design.adoc, "The steal backoff").
+class LongAfterTiny final : public Fixture {
+public:
+    LongAfterTiny(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
+        : m_scheduler(sizes, mechanisms), m_samples(sizes.WakeSamples), m_tally(m_scheduler.Threads()),
+          m_tiny(kBatchSize, ftl::Task{CountTask, &m_tally}), m_long{ftl::Task{LongTask, &m_starts[0]},
+                                                                     ftl::Task{LongTask, &m_starts[1]}} {}
+
+    void Run() override {
+        ftl::TaskScheduler *const ts = m_scheduler.Get();
+        m_latencies.assign(m_samples, 0);
+        m_longRuns = 0;
+        for (unsigned sample = 0; sample < m_samples; ++sample) {
+            for (unsigned batch = 0; batch < kTinyBatches; ++batch) {
+                ftl::TaskCounter counter(ts);
+                ts->AddTasks(kBatchSize, m_tiny.data(), ftl::TaskPriority::Normal, &counter);
+                ts->WaitForCounter(&counter);
+            }
+            m_starts[0].store(0, std::memory_order_relaxed);
+            m_starts[1].store(0, std::memory_order_relaxed);
+            ftl::TaskCounter counter(ts);
+            std::int64_t const added = NowNs();
+            ts->AddTasks(2, m_long, ftl::TaskPriority::Normal, &counter);
+            ts->WaitForCounter(&counter);
+            std::int64_t const later = std::max(m_starts[0].load(std::memory_order_relaxed),
+                                                m_starts[1].load(std::memory_order_relaxed));
+            // 0 (a task that never started) stays non-positive and fails the check.
+            m_latencies[sample] = later == 0 ? 0 : later - added;
+            m_longRuns += (m_starts[0].load(std::memory_order_relaxed) != 0 ? 1u : 0u) +
+                          (m_starts[1].load(std::memory_order_relaxed) != 0 ? 1u : 0u);
+        }
+    }
+
+    Verdict Check() override {
+        return FirstFailure({CheckWakeSamples(m_latencies, m_samples),
+                             ExpectCount("long tasks run", m_longRuns, 2 * std::uint64_t(m_samples)),
+                             ExpectCount("tiny tasks run", m_tally.Take(),
+                                         std::uint64_t(m_samples) * kTinyBatches * kBatchSize)});
+    }
+
+    std::vector<double> MeasuredFigures() const override { return WakeFigures(m_latencies); }
+
+    std::vector<std::vector<double>> MeasuredSamples() const override {
+        std::vector<double> const microseconds = Microseconds(m_latencies);
+        return {microseconds, microseconds};
+    }
+
+private:
+    // 20 of W1's batches: far more worthless steals than the backoff needs
+    // to reach its longest, in 0.1 to 0.4 ms per sample.
+    static constexpr unsigned kTinyBatches = 20;
+    static constexpr std::int64_t kLongTaskNs = 1000000;
+
+    static void LongTask(ftl::TaskScheduler * /*taskScheduler*/, void *arg) {
+        std::int64_t const start = NowNs();
+        static_cast<std::atomic<std::int64_t> *>(arg)->store(start, std::memory_order_relaxed);
+        while (NowNs() - start < kLongTaskNs) {
+        }
+    }
+
+    Scheduler m_scheduler;
+    unsigned m_samples;
+    Tally m_tally;
+    std::vector<ftl::Task> m_tiny;
+    std::atomic<std::int64_t> m_starts[2] = {};
+    ftl::Task m_long[2];
+    std::vector<std::int64_t> m_latencies;
+    std::uint64_t m_longRuns = 0;
+};
+
 template <class T>
 Implementation Make(char const *workloadId, char const *primitive, ftl::detail::Mechanisms mechanisms) {
     return Implementation{workloadId, primitive,
@@ -970,6 +1050,8 @@ System MakeFtlSystem(std::string name, ftl::detail::Mechanisms const &mechanisms
         "W8b", "AddTask from a non-worker thread that stays busy after it", mechanisms)));
     list.push_back(Make<GlobalQueueLatency>("M1", "AddTask from a non-worker thread while workers are busy",
                                             mechanisms));
+    list.push_back(Make<LongAfterTiny>(
+        "M2", "AddTasks(2) of 1 ms tasks after batches of empty ones, WaitForCounter", mechanisms));
     list.push_back(Make<Startup>("S1", "TaskScheduler::Init, one task, destruction", mechanisms));
     return system;
 }

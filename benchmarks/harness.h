@@ -193,6 +193,9 @@ struct Workload {
     double UnitsPerRun = 0;
     // An idle measurement has nothing to warm up.
     bool WarmUp = true;
+    // Whether --threads-pair measures it: not when one worker cannot do what
+    // the figure is about (M2's second task starts when the first ends).
+    bool Paired = true;
 
     bool SelfMeasured() const { return UnitsPerRun == 0; }
 };

@@ -203,6 +203,14 @@ std::vector<Workload> MakeWorkloads(Sizes const &sizes) {
                          "task every 2 ms; add call to the task's first instruction",
                          {{"M1", "us median", true, 50}, {"M1 p99", "us p99", true, 99}},
                          0});
+    Workload m2{"M2",
+                "mechanism probe: a task runs 20 batches of 1,000 empty tasks, then adds two 1 ms tasks and "
+                "waits; add call to the later one's first instruction, " +
+                    std::to_string(sizes.WakeSamples) + " samples",
+                {{"M2", "us median", true, 50}, {"M2 p99", "us p99", true, 99}},
+                0};
+    m2.Paired = false; // at 1 worker the later task starts when the first ends
+    workloads.push_back(m2);
     workloads.push_back({"S1",
                          "scheduler start: Init with the default pool (400 fibers) and with 40,000, "
                          "interleaved, each started " +
