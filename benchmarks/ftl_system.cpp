@@ -103,6 +103,41 @@ private:
     std::vector<ftl::Task> m_tasks;
 };
 
+// W1w --------------------------------------------------------------------------
+
+class WorkingBatches final : public Fixture {
+public:
+    WorkingBatches(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
+        : m_scheduler(sizes, mechanisms), m_tally(m_scheduler.Threads()),
+          m_tasks(kBatchSize, ftl::Task{Work, &m_tally}) {}
+
+    void Run() override {
+        ftl::TaskScheduler *const ts = m_scheduler.Get();
+        for (unsigned batch = 0; batch < kWorkBatches; ++batch) {
+            ftl::TaskCounter counter(ts);
+            ts->AddTasks(kBatchSize, m_tasks.data(), ftl::TaskPriority::Normal, &counter);
+            ts->WaitForCounter(&counter);
+        }
+    }
+
+    Verdict Check() override {
+        return ExpectCount("tasks run", m_tally.Take(&m_busiest), std::uint64_t(kWorkBatches) * kBatchSize);
+    }
+    double BusiestThreadShare() const override { return m_busiest; }
+
+private:
+    static void Work(ftl::TaskScheduler *taskScheduler, void *arg) {
+        if (WorkChain(kWorkSteps) == WorkChainResult(kWorkSteps)) {
+            static_cast<Tally *>(arg)->Count(taskScheduler->GetCurrentThreadIndex());
+        }
+    }
+
+    Scheduler m_scheduler;
+    Tally m_tally;
+    std::vector<ftl::Task> m_tasks;
+    double m_busiest = -1;
+};
+
 // W2 ---------------------------------------------------------------------------
 
 class ProducerConsumer final : public Fixture {
@@ -1010,6 +1045,8 @@ System MakeFtlSystem(std::string name, ftl::detail::Mechanisms const &mechanisms
     System system{std::move(name), {}};
     auto &list = system.Implementations;
     list.push_back(Make<EmptyBatches>("W1", "AddTasks + TaskCounter + WaitForCounter per batch", mechanisms));
+    list.push_back(
+        Make<WorkingBatches>("W1w", "AddTasks + TaskCounter + WaitForCounter per batch", mechanisms));
     list.push_back(
         Make<ProducerConsumer>("W2", "AddTasks + TaskCounter, producers wait in tasks", mechanisms));
     list.push_back(

@@ -62,6 +62,40 @@ private:
     Tally m_tally;
 };
 
+// W1w --------------------------------------------------------------------------
+
+class WorkingBatches final : public Fixture {
+public:
+    explicit WorkingBatches(Sizes const &sizes) : m_team(sizes), m_tally(sizes.Threads) {}
+
+    void Run() override {
+        Tally *const tally = &m_tally;
+#pragma omp parallel num_threads(m_team.Threads())
+#pragma omp single
+        for (unsigned batch = 0; batch < kWorkBatches; ++batch) {
+            for (unsigned i = 0; i < kBatchSize; ++i) {
+#pragma omp task firstprivate(tally)
+                if (WorkChain(kWorkSteps) == WorkChainResult(kWorkSteps)) {
+                    tally->Count(ThreadIndex());
+                }
+            }
+#pragma omp taskwait
+        }
+    }
+
+    Verdict Check() override {
+        return ExpectCount("tasks run", m_tally.Take(&m_busiest), std::uint64_t(kWorkBatches) * kBatchSize);
+    }
+    double BusiestThreadShare() const override {
+        return m_busiest;
+    }
+
+private:
+    Team m_team;
+    Tally m_tally;
+    double m_busiest = -1;
+};
+
 // W2 ---------------------------------------------------------------------------
 
 class ProducerConsumer final : public Fixture {
@@ -324,6 +358,7 @@ System MakeOpenMpSystem() {
     System system{"OpenMP", {}};
     auto &list = system.Implementations;
     list.push_back(Make<EmptyBatches>("W1", "omp task x1000 + taskwait per batch"));
+    list.push_back(Make<WorkingBatches>("W1w", "omp task x1000 + taskwait per batch"));
     list.push_back(Make<ProducerConsumer>("W2", "omp task per producer, taskwait in tasks"));
     list.push_back(Make<FibonacciTree>("W3", "omp task x2 + taskwait per node"));
     list.push_back(Make<PingPong>("W4", "std::mutex + std::condition_variable (blocks the thread)"));

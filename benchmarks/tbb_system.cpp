@@ -71,6 +71,39 @@ private:
     Tally m_tally;
 };
 
+// W1w --------------------------------------------------------------------------
+
+class WorkingBatches final : public Fixture {
+public:
+    explicit WorkingBatches(Sizes const &sizes) : m_arena(sizes), m_tally(m_arena.Threads()) {}
+
+    void Run() override {
+        m_arena.Execute([this] {
+            for (unsigned batch = 0; batch < kWorkBatches; ++batch) {
+                tbb::task_group group;
+                for (unsigned i = 0; i < kBatchSize; ++i) {
+                    group.run([this] {
+                        if (WorkChain(kWorkSteps) == WorkChainResult(kWorkSteps)) {
+                            m_tally.Count(ThreadIndex());
+                        }
+                    });
+                }
+                group.wait();
+            }
+        });
+    }
+
+    Verdict Check() override {
+        return ExpectCount("tasks run", m_tally.Take(&m_busiest), std::uint64_t(kWorkBatches) * kBatchSize);
+    }
+    double BusiestThreadShare() const override { return m_busiest; }
+
+private:
+    Arena m_arena;
+    Tally m_tally;
+    double m_busiest = -1;
+};
+
 // W2 ---------------------------------------------------------------------------
 
 class ProducerConsumer final : public Fixture {
@@ -417,6 +450,7 @@ System MakeTbbSystem() {
     System system{"oneTBB", {}};
     auto &list = system.Implementations;
     list.push_back(Make<EmptyBatches>("W1", "task_group per batch: run + wait"));
+    list.push_back(Make<WorkingBatches>("W1w", "task_group per batch: run + wait"));
     list.push_back(Make<ProducerConsumer>("W2", "task_group per producer, waited in tasks"));
     list.push_back(Make<FibonacciTree>("W3", "task_group per node: run x2 + wait"));
     list.push_back(Make<PingPong>("W4", kPingPongPrimitive));

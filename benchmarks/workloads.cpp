@@ -22,6 +22,15 @@ Verdict TriangleSums::Check() {
     return ExpectCount("total", std::exchange(m_total, 0), kTriangleExpected);
 }
 
+__attribute__((noinline)) std::uint64_t WorkChain(unsigned steps) {
+    std::uint64_t x = 1;
+    for (unsigned i = 0; i < steps; ++i) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        asm volatile("" : "+r"(x)); // one step after another, not folded
+    }
+    return x;
+}
+
 __attribute__((noinline)) std::uint64_t SumRange(std::uint64_t first, std::uint64_t last) {
     std::uint64_t sum = 0;
     for (std::uint64_t i = first; i <= last; ++i) {
@@ -104,6 +113,11 @@ std::vector<Workload> MakeWorkloads(Sizes const &sizes) {
          "1,000,000 empty tasks: 1000 batches of 1000, one counter per batch, each waited for",
          {{"W1", "ns/task"}},
          double(kBatches) * kBatchSize});
+    workloads.push_back({"W1w",
+                         "W1 with tasks that work: 100 batches of 1000 tasks, each a chain of 200 "
+                         "multiply-adds, one counter per batch, each waited for",
+                         {{"W1w", "ns/task"}},
+                         double(kWorkBatches) * kBatchSize});
     workloads.push_back({"W2",
                          "100 producer tasks, each adding 1000 empty consumers with its own counter and "
                          "waiting; the main thread waits on the producers",

@@ -4,6 +4,9 @@
 //
 //   W1  1,000,000 empty tasks: 1,000 batches of 1,000, one counter (task
 //       group, latch) per batch, each batch waited for      -> ns per task
+//   W1w W1 with tasks that work: 100 batches of 1,000 tasks, each a chain of
+//       200 multiply-adds (a few hundred ns, a game's small job)
+//                                                             -> ns per task
 //   W2  100 producer tasks, each adding 1,000 empty consumer tasks with its
 //       own counter and waiting for them; the main thread waits for the
 //       producers                                             -> ns per consumer
@@ -45,6 +48,9 @@ namespace bench {
 // W1
 constexpr unsigned kBatches = 1000;
 constexpr unsigned kBatchSize = 1000;
+// W1w
+constexpr unsigned kWorkBatches = 100;
+constexpr unsigned kWorkSteps = 200;
 // W2
 constexpr unsigned kProducers = 100;
 constexpr unsigned kConsumersPerProducer = 1000;
@@ -104,6 +110,19 @@ inline Slice TriangleSlice(std::uint64_t index) {
 // first + (first + 1) + ... + last. Defined out of line and never inlined, so
 // that every system (and the reference loop) runs the very same machine code.
 std::uint64_t SumRange(std::uint64_t first, std::uint64_t last);
+
+// W1w: one task's work, a chain of `steps` dependent multiply-adds from 1.
+// Out of line and never inlined, like SumRange. A task counts itself only
+// when the chain ends where it must (WorkChainResult), so that the check of
+// the tasks run also checks the work.
+std::uint64_t WorkChain(unsigned steps);
+constexpr std::uint64_t WorkChainResult(unsigned steps) {
+    std::uint64_t x = 1;
+    for (unsigned i = 0; i < steps; ++i) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+    }
+    return x;
+}
 
 // W6's results for the peers that run one task per slice: task `index`
 // stores its slice's sum (Compute), the run adds them up (Finish), and Check
