@@ -43,8 +43,10 @@ struct Mechanisms {
     // the task reaches a scheduling point).
     bool NextSlotWake = true;
     // A worker whose task steals keep it busy for less than a microsecond
-    // looks at other workers' task deques less and less often (off: it
-    // looks, and steals, on every spin round).
+    // looks at other workers' task deques less and less often, unless the
+    // victim's items take 250 ns or more and its deque held 50 us of them
+    // (then its next steal takes a batch that pays at once) (off: it looks,
+    // and steals, on every spin round).
     bool StealBackoff = true;
     // A task steal takes several tasks (at most half of the victim's deque;
     // 1 to 64, more after steals that kept the thief busy long) into the

@@ -419,6 +419,25 @@ std::uint32_t Worker::NextRandom() {
 // transfers (the R2 probe: 100 to 450 ns a round trip), and the victim
 // would have reached the task soon anyway. About twice the slow R2.
 constexpr std::uint64_t kWorthwhileStealNs = 1000;
+// A steal that did not pay still leads to no backoff when the victim's
+// tasks are worth a second core: its own items take kStealableTaskNs or
+// more (its tick figure, Worker::AvgTaskNs), and what its deque held at the
+// steal adds up to kStealableBacklogNs or more. Only the batch was too
+// small, and the next one is sized to pay. Batches of 1,000 tasks that each
+// run a chain of N multiply-adds, each batch waited for, at 2 workers over
+// 1 (medians of 5-7 runs in turn, the 2-vCPU Intel host): N = 200 (about
+// 275 ns a task) 0.65-0.72 against 0.96-1.01 with every short steal backed
+// off, N = 400 (620 ns) 0.59-0.60 against 0.98, the second worker running
+// 43-47% of the tasks instead of 1-2%; N = 150 (210 ns) 0.90-0.93 against
+// 1.06-1.12. Shorter tasks gain little from a second core even with no
+// backoff at all: N = 100 (140 ns) took 0.89 times the 1-worker time, and
+// N = 30 (43 ns) 2.2 times. The backlog: G1's graph nodes run 16 to a task
+// of about 300 ns, some 60 tasks a run, and every run ends in one fan-in.
+// Stolen without backoff, the thief ran 22-43% of them and G1 took
+// 1.15-1.55 times its 1-worker time; with the backlog rule, 1.063 (median
+// of 32 rounds, the thief running 1-8%), against 1.050 with none of this.
+constexpr std::uint64_t kStealableTaskNs = 250;
+constexpr std::uint64_t kStealableBacklogNs = 50000;
 // At most this many looks (spin rounds, FindWork calls) pass without one at
 // other workers' task deques after worthless steals: 64 spin rounds, roughly
 // 20 to 60 us.
@@ -427,26 +446,47 @@ constexpr unsigned kMaxStealBackoff = 64;
 // A task steal takes up to this many tasks at once, at most half of what the
 // victim's deque holds: the first runs, the rest go to the thief's own deque
 // (StealMore). A steal whose tasks kept the thief busy for kLongStealNs or
-// more doubles the next batch, up to kMaxStealBatch; a worthless one brings
-// it back to kMinStealBatch. W5 (tasks of 100 locks) at 2 workers took 1.25
-// to 1.36 times its 1-worker time with one task a steal: the thief's every
-// task brought the lock over and gave it back. Fixed batches of 32 slowed
-// W2 (empty consumer tasks) by 20%, and a floor of 8 slowed G1 (graph
-// nodes) by about 15% in one full run; from one task, tiny tasks are stolen
-// as before.
+// more doubles the next batch, up to kMaxStealBatch; one that did not pay
+// sizes the next batch to what would have (tasks worth a core, above), or
+// brings it back to kMinStealBatch. W5 (tasks of
+// 100 locks) at 2 workers took 1.25 to 1.36 times its 1-worker time with one
+// task a steal: the thief's every task brought the lock over and gave it
+// back. Fixed batches of 32 slowed W2 (empty consumer tasks) by 20%, and a
+// floor of 8 slowed G1 (graph nodes) by about 15% in one full run; from one
+// task, tiny tasks are stolen as before.
 constexpr unsigned kMinStealBatch = 1;
 constexpr unsigned kMaxStealBatch = 64;
 constexpr std::uint64_t kLongStealNs = 16 * kWorthwhileStealNs;
 
 void Worker::JudgeSteal() {
     std::uint64_t const busy = NowNs() - m_stealAt;
+    std::uint64_t const taken = m_stealTaken;
     m_stealAt = 0;
-    if (busy >= kLongStealNs) {
-        m_stealBatch = std::min(2 * m_stealBatch, kMaxStealBatch);
-    } else if (busy < kWorthwhileStealNs) {
-        m_stealBatch = kMinStealBatch;
+    // The victim's figure, not the thief's: a stolen task's time includes
+    // the misses on what it shares with the victim's tasks.
+    std::uint64_t const victimNs = m_adaptiveInterval ? m_scheduler->WorkerAt(m_stealVictim).AvgTaskNs() : 0;
+    bool const worthACore = victimNs >= kStealableTaskNs && m_stealBacklog * victimNs >= kStealableBacklogNs;
+    if (busy >= kWorthwhileStealNs) {
+        if (busy >= kLongStealNs) {
+            m_stealBatch = std::min(2 * m_stealBatch, kMaxStealBatch);
+        }
+        m_stealBackoff = 0;
+        return;
     }
-    if (busy >= kWorthwhileStealNs || !m_stealBackoffOn) {
+    if (worthACore) {
+        // Tasks long enough to steal, too few of them: a batch that would
+        // have paid next time (at least twice this one), at once. The
+        // backoff's level stays: only a steal that paid ends it.
+        std::uint64_t const perTask = busy / taken;
+        std::uint64_t const paying = kWorthwhileStealNs / perTask + 1;
+        if (m_stealBatchOn) {
+            m_stealBatch = static_cast<unsigned>(
+                std::min<std::uint64_t>(std::max<std::uint64_t>(paying, 2 * taken), kMaxStealBatch));
+        }
+        return;
+    }
+    m_stealBatch = kMinStealBatch;
+    if (!m_stealBackoffOn) {
         m_stealBackoff = 0;
         return;
     }
@@ -468,7 +508,7 @@ bool Worker::MayStealTasks() {
 // One Steal per task, each safe on its own against the owner's pops (a single
 // compare-exchange on the top for several tasks is not: the owner takes tasks
 // above the top without one).
-void Worker::StealMore(TaskDeque &deque, unsigned queue, std::int64_t size) {
+unsigned Worker::StealMore(TaskDeque &deque, unsigned queue, std::int64_t size) {
     std::int64_t const want = std::min<std::int64_t>(size / 2, m_stealBatch) - 1;
     std::int64_t n = 0;
     TaskItem item;
@@ -480,6 +520,7 @@ void Worker::StealMore(TaskDeque &deque, unsigned queue, std::int64_t size) {
         AddOwned(m_stolen, static_cast<std::uint64_t>(n));
         m_scheduler->NotifyWork(Scheduler::Waker::Worker);
     }
+    return static_cast<unsigned>(n);
 }
 
 bool Worker::Steal(TaskItem &item) {
@@ -516,11 +557,12 @@ bool Worker::Steal(TaskItem &item) {
             TaskDeque &deque = victim.m_tasks[queue];
             std::int64_t const size = deque.SizeHint();
             if (size > 0 && deque.Steal(item)) {
-                if (m_stealBatchOn) {
-                    StealMore(deque, queue, size);
-                }
+                unsigned const more = m_stealBatchOn ? StealMore(deque, queue, size) : 0;
                 if (m_stealBackoffOn || m_stealBatchOn) {
                     m_stealAt = NowNs(); // judged at the next look (MayStealTasks)
+                    m_stealTaken = static_cast<std::uint16_t>(1 + more);
+                    m_stealVictim = static_cast<std::uint16_t>(victimIndex);
+                    m_stealBacklog = static_cast<std::uint32_t>(std::min<std::int64_t>(size, 1 << 30));
                 }
                 AddOwned(m_stolen, 1);
                 if (m_trace != nullptr) {
@@ -720,6 +762,11 @@ void Worker::EndTick() {
         std::uint64_t const sample = (now - m_tickStartNs) / m_itemsThisTick;
         std::uint64_t const avg = (sample + 9 * m_avgTaskNs) / 10;
         m_avgTaskNs = avg == 0 ? 1 : avg;
+        // What a thief judges by: the lower of the tick's own figure and
+        // the average, so that neither the average's start (a guess of 50
+        // us) nor one long item among tiny ones makes tiny tasks look worth
+        // stealing.
+        m_sharedAvgTaskNs.store(std::min(sample, m_avgTaskNs), std::memory_order_relaxed);
         std::uint64_t const interval = kGlobalQueueLatencyNs / m_avgTaskNs;
         m_globalInterval = static_cast<unsigned>(
             interval < kMinGlobalInterval ? kMinGlobalInterval

@@ -243,6 +243,7 @@ public:
     bool HasYielded() const { return m_yieldedHead != nullptr; }
     void CountAdded(std::uint64_t n) { AddOwned(m_tasksAdded, n, std::memory_order_release); }
     std::uint64_t Added() const { return m_tasksAdded.load(std::memory_order_acquire); }
+    std::uint64_t AvgTaskNs() const { return m_sharedAvgTaskNs.load(std::memory_order_relaxed); }
     std::uint64_t Finished() const { return m_tasksFinished.load(std::memory_order_acquire); }
     // This worker's part of GetStats (its counts; Parks and WakeUps are the
     // idle state's, the busy time the scheduler's).
@@ -276,7 +277,7 @@ private:
     bool Steal(TaskItem &item);
     // After a task steal from `deque` (priority `queue`), which held about
     // `size` tasks: takes more of them into this worker's own deque.
-    void StealMore(TaskDeque &deque, unsigned queue, std::int64_t size);
+    unsigned StealMore(TaskDeque &deque, unsigned queue, std::int64_t size);
     bool StealNext(Worker &victim, Fiber *&fiber);
     // Whether `word` is the slot fill of worker `victim` seen at the
     // previous look; remembers it when not.
@@ -340,7 +341,10 @@ private:
     // worthless one, and the looks left to skip now.
     bool m_stealBackoffOn = true;
     bool m_stealBatchOn = true;
+    std::uint16_t m_stealTaken = 1;  // the tasks that steal took
+    std::uint16_t m_stealVictim = 0; // and from which worker
     std::uint64_t m_stealAt = 0;
+    std::uint32_t m_stealBacklog = 0; // the tasks its victim's deque held
     unsigned m_stealBackoff = 0;
     unsigned m_stealSkip = 0;
     // The most tasks the next task steal takes (worker.cpp, kMinStealBatch).
@@ -396,6 +400,10 @@ private:
     // read them.
     alignas(64) std::atomic<std::uint64_t> m_tasksAdded{0};
     std::atomic<std::uint64_t> m_tasksFinished{0};
+    // The time an item takes on this worker as of its latest tick (EndTick;
+    // 0 before the first), for a thief's judgement of a steal from it
+    // (JudgeSteal).
+    std::atomic<std::uint64_t> m_sharedAvgTaskNs{0};
     // For GetStats, the same way: the owner counts, anyone reads.
     std::atomic<std::uint64_t> m_stolen{0};
     std::atomic<std::uint64_t> m_failedSteals{0};

@@ -2,7 +2,8 @@
 // running task readies waits on that task's worker and runs there as soon
 // as the task waits or ends, with no other worker woken for it. The steal
 // backoff (StealBackoff): a worker whose task steals keep it busy for less
-// than a microsecond looks at other workers' tasks less and less often.
+// than a microsecond looks at other workers' tasks less and less often,
+// unless the victim's own items take a few hundred nanoseconds or more.
 // These tests pin down what each buys (a ping-pong stays on one worker;
 // tiny tasks stay with the worker that added them) and what each must never
 // cost (a readied fiber is not held from a worker looking for work; tasks
@@ -514,6 +515,48 @@ TEST_CASE("Tasks worth moving still spread over the workers", "[steal-backoff]")
     CAPTURE(onWorker[0].load(), onWorker[1].load());
     REQUIRE(onWorker[0].load() + onWorker[1].load() == kTasks);
     CHECK(onWorker[1].load() >= kTasks / 4);
+}
+
+TEST_CASE("Tasks of a few hundred nanoseconds spread over the workers", "[steal-backoff]") {
+    // A stolen task of 600 ns keeps the thief busy for less than the
+    // microsecond a steal must pay for, yet the two workers get through such
+    // tasks faster than one: the thief judges by how long the victim's own
+    // items take, and steals a batch that pays instead of backing off. First
+    // batches of empty tasks, so that the victim's figure starts from tiny
+    // items; then batches of 600 ns tasks, of which worker 1 must run a fair
+    // share (with every short steal backed off it ran 1 to 7%).
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(Options(2)) == 0);
+    constexpr unsigned kBatch = 1000;
+    constexpr unsigned kBatches = 20;
+    struct alignas(64) PerWorker {
+        std::atomic<std::uint64_t> Ran{0};
+    };
+    PerWorker onWorker[2];
+    auto empty = [&](ftl::TaskScheduler *t) {
+        onWorker[t->GetCurrentThreadIndex()].Ran.fetch_add(1, std::memory_order_relaxed);
+    };
+    auto working = [&](ftl::TaskScheduler *t) {
+        auto const until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(600);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+        onWorker[t->GetCurrentThreadIndex()].Ran.fetch_add(1, std::memory_order_relaxed);
+    };
+    auto runBatches = [&](ftl::Task task) {
+        onWorker[0].Ran.store(0);
+        onWorker[1].Ran.store(0);
+        std::vector<ftl::Task> tasks(kBatch, task);
+        for (unsigned batch = 0; batch < kBatches; ++batch) {
+            ftl::TaskCounter counter(&ts);
+            ts.AddTasks(kBatch, tasks.data(), ftl::TaskPriority::Normal, &counter);
+            ts.WaitForCounter(&counter);
+        }
+        REQUIRE(onWorker[0].Ran.load() + onWorker[1].Ran.load() == kBatches * kBatch);
+    };
+    runBatches(LambdaTask(empty));
+    runBatches(LambdaTask(working));
+    CAPTURE(onWorker[0].Ran.load(), onWorker[1].Ran.load());
+    CHECK(onWorker[1].Ran.load() >= kBatches * kBatch / 4);
 }
 
 namespace {
