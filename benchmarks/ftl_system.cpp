@@ -127,7 +127,7 @@ public:
 
 private:
     static void Work(ftl::TaskScheduler *taskScheduler, void *arg) {
-        if (WorkChain(kWorkSteps) == WorkChainResult(kWorkSteps)) {
+        if (WorkChain(kWorkSteps) == kWorkChainExpected) {
             static_cast<Tally *>(arg)->Count(taskScheduler->GetCurrentThreadIndex());
         }
     }

@@ -75,7 +75,7 @@ public:
         for (unsigned batch = 0; batch < kWorkBatches; ++batch) {
             for (unsigned i = 0; i < kBatchSize; ++i) {
 #pragma omp task firstprivate(tally)
-                if (WorkChain(kWorkSteps) == WorkChainResult(kWorkSteps)) {
+                if (WorkChain(kWorkSteps) == kWorkChainExpected) {
                     tally->Count(ThreadIndex());
                 }
             }

@@ -83,7 +83,7 @@ public:
                 tbb::task_group group;
                 for (unsigned i = 0; i < kBatchSize; ++i) {
                     group.run([this] {
-                        if (WorkChain(kWorkSteps) == WorkChainResult(kWorkSteps)) {
+                        if (WorkChain(kWorkSteps) == kWorkChainExpected) {
                             m_tally.Count(ThreadIndex());
                         }
                     });

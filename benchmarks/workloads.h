@@ -123,6 +123,7 @@ constexpr std::uint64_t WorkChainResult(unsigned steps) {
     }
     return x;
 }
+constexpr std::uint64_t kWorkChainExpected = WorkChainResult(kWorkSteps);
 
 // W6's results for the peers that run one task per slice: task `index`
 // stores its slice's sum (Compute), the run adds them up (Finish), and Check
