@@ -44,13 +44,14 @@ struct Mechanisms {
     bool NextSlotWake = true;
     // A worker whose task steals keep it busy for less than a microsecond
     // looks at other workers' task deques less and less often, unless the
-    // victim's items take 250 ns or more and its deque held 50 us of them
+    // victim's items take 150 ns or more and its deque held 50 us of them
     // (then its next steal takes a batch that pays at once) (off: it looks,
     // and steals, on every spin round).
     bool StealBackoff = true;
     // A task steal takes several tasks (at most half of the victim's deque;
-    // 1 to 64, more after steals that kept the thief busy long) into the
-    // thief's own deque (off: one task a steal).
+    // 1 to 64, more after steals that kept the thief busy long, and after
+    // short steals of tasks worth a core as many as would have paid) into
+    // the thief's own deque (off: one task a steal).
     bool StealBatch = true;
     // A contended Fibtex lock that starts with rare looks (a hot lock) first
     // peeks a few times at short intervals, and takes the lock at once when

@@ -425,18 +425,16 @@ constexpr std::uint64_t kWorthwhileStealNs = 1000;
 // steal adds up to kStealableBacklogNs or more. Only the batch was too
 // small, and the next one is sized to pay. Batches of 1,000 tasks that each
 // run a chain of N multiply-adds, each batch waited for, at 2 workers over
-// 1 (medians of 5-7 runs in turn, the 2-vCPU Intel host): N = 200 (about
-// 275 ns a task) 0.65-0.72 against 0.96-1.01 with every short steal backed
-// off, N = 400 (620 ns) 0.59-0.60 against 0.98, the second worker running
-// 43-47% of the tasks instead of 1-2%; N = 150 (210 ns) 0.90-0.93 against
-// 1.06-1.12. Shorter tasks gain little from a second core even with no
-// backoff at all: N = 100 (140 ns) took 0.89 times the 1-worker time, and
-// N = 30 (43 ns) 2.2 times. The backlog: G1's graph nodes run 16 to a task
-// of about 300 ns, some 60 tasks a run, and every run ends in one fan-in.
-// Stolen without backoff, the thief ran 22-43% of them and G1 took
-// 1.15-1.55 times its 1-worker time; with the backlog rule, 1.063 (median
-// of 32 rounds, the thief running 1-8%), against 1.050 with none of this.
-constexpr std::uint64_t kStealableTaskNs = 250;
+// 1 (medians of 5-7 runs in turn, the 2-vCPU Intel host), with every short
+// steal backed off: N = 400 (620 ns a task) 0.98, N = 200 (about 300 ns)
+// 0.96-1.01, N = 150 (210 ns) 1.06-1.12, one worker running 98-99% of the
+// tasks. With the backoff off altogether, N = 100 (140 ns) took 0.89 times
+// the 1-worker time and N = 30 (43 ns) 2.2 times: a second core starts to
+// pay at about 100 ns. The backlog: G1's graph nodes run 16 to a task of
+// about 300 ns, some 60 tasks a run, and every run ends in one fan-in.
+// Without the backlog condition, the thief ran 22-43% of them and G1 took
+// 1.15-1.55 times its 1-worker time, against 1.05-1.06 with it.
+constexpr std::uint64_t kStealableTaskNs = 150;
 constexpr std::uint64_t kStealableBacklogNs = 50000;
 // At most this many looks (spin rounds, FindWork calls) pass without one at
 // other workers' task deques after worthless steals: 64 spin rounds, roughly
@@ -462,10 +460,6 @@ void Worker::JudgeSteal() {
     std::uint64_t const busy = NowNs() - m_stealAt;
     std::uint64_t const taken = m_stealTaken;
     m_stealAt = 0;
-    // The victim's figure, not the thief's: a stolen task's time includes
-    // the misses on what it shares with the victim's tasks.
-    std::uint64_t const victimNs = m_adaptiveInterval ? m_scheduler->WorkerAt(m_stealVictim).AvgTaskNs() : 0;
-    bool const worthACore = victimNs >= kStealableTaskNs && m_stealBacklog * victimNs >= kStealableBacklogNs;
     if (busy >= kWorthwhileStealNs) {
         if (busy >= kLongStealNs) {
             m_stealBatch = std::min(2 * m_stealBatch, kMaxStealBatch);
@@ -473,11 +467,14 @@ void Worker::JudgeSteal() {
         m_stealBackoff = 0;
         return;
     }
-    if (worthACore) {
+    // The victim's figure, not the thief's: a stolen task's time includes
+    // the misses on what it shares with the victim's tasks.
+    std::uint64_t const victimNs = m_scheduler->WorkerAt(m_stealVictim).AvgTaskNs();
+    if (victimNs >= kStealableTaskNs && m_stealBacklog >= kStealableBacklogNs / victimNs) {
         // Tasks long enough to steal, too few of them: a batch that would
         // have paid next time (at least twice this one), at once. The
         // backoff's level stays: only a steal that paid ends it.
-        std::uint64_t const perTask = busy / taken;
+        std::uint64_t const perTask = std::max<std::uint64_t>(busy / taken, 1); // a coarse clock may read 0
         std::uint64_t const paying = kWorthwhileStealNs / perTask + 1;
         if (m_stealBatchOn) {
             m_stealBatch = static_cast<unsigned>(
@@ -632,9 +629,8 @@ void Worker::KeepReadied(Fiber *fiber, bool goesOn) {
         JudgeNextWakeSlow(); // paid: the backoff ends
     } else if (m_nextWakeSkip != 0) {
         // The backoff fades once the latest wasted wake is kNextWakeFadeNs
-        // older than the tick's start: a clock read at every idle, and at
-        // every tick (128 items) with AdaptiveGlobalInterval on, where
-        // reading one here costs a hand-off through a condition variable
+        // older than the tick's start: a clock read at every idle and at
+        // every tick (128 items), where reading one here costs a hand-off through a condition variable
         // 10-30%. It misses a task that starts soon after the hand-offs and
         // goes on long: its fills are still skipped.
         if (m_tickStartNs < m_nextWakeWastedAt + kNextWakeFadeNs) {
@@ -755,9 +751,11 @@ bool Worker::QueuesLookEmpty() const {
 // ---- The tick ----
 
 void Worker::EndTick() {
-    if (m_itemsThisTick != 0 && m_adaptiveInterval) {
-        // EWMA of the time per item (alpha = 0.1, as in Volt); the global
-        // queue is then checked about once per kGlobalQueueLatencyNs.
+    if (m_itemsThisTick != 0) {
+        // EWMA of the time per item (alpha = 0.1, as in Volt): thieves judge
+        // their steals from this worker by it (JudgeSteal), and with
+        // AdaptiveGlobalInterval the global queue is checked about once per
+        // kGlobalQueueLatencyNs.
         std::uint64_t const now = NowNs();
         std::uint64_t const sample = (now - m_tickStartNs) / m_itemsThisTick;
         std::uint64_t const avg = (sample + 9 * m_avgTaskNs) / 10;
@@ -767,10 +765,13 @@ void Worker::EndTick() {
         // us) nor one long item among tiny ones makes tiny tasks look worth
         // stealing.
         m_sharedAvgTaskNs.store(std::min(sample, m_avgTaskNs), std::memory_order_relaxed);
-        std::uint64_t const interval = kGlobalQueueLatencyNs / m_avgTaskNs;
-        m_globalInterval = static_cast<unsigned>(
-            interval < kMinGlobalInterval ? kMinGlobalInterval
+        if (m_adaptiveInterval) {
+            std::uint64_t const interval = kGlobalQueueLatencyNs / m_avgTaskNs;
+            m_globalInterval =
+                static_cast<unsigned>(interval < kMinGlobalInterval
+                                          ? kMinGlobalInterval
                                           : (interval > kMaxGlobalInterval ? kMaxGlobalInterval : interval));
+        }
         m_tickStartNs = now;
     }
     m_budget = kBudgetPerTick;
