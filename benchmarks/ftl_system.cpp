@@ -76,17 +76,26 @@ void CountTask(ftl::TaskScheduler *taskScheduler, void *arg) {
     static_cast<Tally *>(arg)->Count(taskScheduler->GetCurrentThreadIndex());
 }
 
-// W1 ---------------------------------------------------------------------------
+void WorkTask(ftl::TaskScheduler *taskScheduler, void *arg) {
+    if (WorkChain(kWorkSteps) == kWorkChainExpected) {
+        static_cast<Tally *>(arg)->Count(taskScheduler->GetCurrentThreadIndex());
+    }
+}
 
-class EmptyBatches final : public Fixture {
+// W1, W1w ----------------------------------------------------------------------
+
+// Batches of kBatchSize tasks, one counter per batch, each waited for: empty
+// tasks (W1), or tasks that work, with the busiest thread's share (W1w).
+template <bool Working>
+class TaskBatches final : public Fixture {
 public:
-    EmptyBatches(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
+    TaskBatches(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
         : m_scheduler(sizes, mechanisms), m_tally(m_scheduler.Threads()),
-          m_tasks(kBatchSize, ftl::Task{CountTask, &m_tally}) {}
+          m_tasks(kBatchSize, ftl::Task{Working ? WorkTask : CountTask, &m_tally}) {}
 
     void Run() override {
         ftl::TaskScheduler *const ts = m_scheduler.Get();
-        for (unsigned batch = 0; batch < kBatches; ++batch) {
+        for (unsigned batch = 0; batch < kRuns; ++batch) {
             ftl::TaskCounter counter(ts);
             ts->AddTasks(kBatchSize, m_tasks.data(), ftl::TaskPriority::Normal, &counter);
             ts->WaitForCounter(&counter);
@@ -94,43 +103,13 @@ public:
     }
 
     Verdict Check() override {
-        return ExpectCount("tasks run", m_tally.Take(), std::uint64_t(kBatches) * kBatchSize);
-    }
-
-private:
-    Scheduler m_scheduler;
-    Tally m_tally;
-    std::vector<ftl::Task> m_tasks;
-};
-
-// W1w --------------------------------------------------------------------------
-
-class WorkingBatches final : public Fixture {
-public:
-    WorkingBatches(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
-        : m_scheduler(sizes, mechanisms), m_tally(m_scheduler.Threads()),
-          m_tasks(kBatchSize, ftl::Task{Work, &m_tally}) {}
-
-    void Run() override {
-        ftl::TaskScheduler *const ts = m_scheduler.Get();
-        for (unsigned batch = 0; batch < kWorkBatches; ++batch) {
-            ftl::TaskCounter counter(ts);
-            ts->AddTasks(kBatchSize, m_tasks.data(), ftl::TaskPriority::Normal, &counter);
-            ts->WaitForCounter(&counter);
-        }
-    }
-
-    Verdict Check() override {
-        return ExpectCount("tasks run", m_tally.Take(&m_busiest), std::uint64_t(kWorkBatches) * kBatchSize);
+        return ExpectCount("tasks run", m_tally.Take(Working ? &m_busiest : nullptr),
+                           std::uint64_t(kRuns) * kBatchSize);
     }
     double BusiestThreadShare() const override { return m_busiest; }
 
 private:
-    static void Work(ftl::TaskScheduler *taskScheduler, void *arg) {
-        if (WorkChain(kWorkSteps) == kWorkChainExpected) {
-            static_cast<Tally *>(arg)->Count(taskScheduler->GetCurrentThreadIndex());
-        }
-    }
+    static constexpr unsigned kRuns = Working ? kWorkBatches : kBatches;
 
     Scheduler m_scheduler;
     Tally m_tally;
@@ -1044,9 +1023,10 @@ Implementation InterleavingPair(Implementation implementation) {
 System MakeFtlSystem(std::string name, ftl::detail::Mechanisms const &mechanisms) {
     System system{std::move(name), {}};
     auto &list = system.Implementations;
-    list.push_back(Make<EmptyBatches>("W1", "AddTasks + TaskCounter + WaitForCounter per batch", mechanisms));
     list.push_back(
-        Make<WorkingBatches>("W1w", "AddTasks + TaskCounter + WaitForCounter per batch", mechanisms));
+        Make<TaskBatches<false>>("W1", "AddTasks + TaskCounter + WaitForCounter per batch", mechanisms));
+    list.push_back(
+        Make<TaskBatches<true>>("W1w", "AddTasks + TaskCounter + WaitForCounter per batch", mechanisms));
     list.push_back(
         Make<ProducerConsumer>("W2", "AddTasks + TaskCounter, producers wait in tasks", mechanisms));
     list.push_back(

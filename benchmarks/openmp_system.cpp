@@ -34,48 +34,23 @@ private:
     int m_threads;
 };
 
-// W1 ---------------------------------------------------------------------------
+// W1, W1w ----------------------------------------------------------------------
 
-class EmptyBatches final : public Fixture {
+// Batches of kBatchSize tasks, a taskwait after each: empty tasks (W1), or
+// tasks that work, with the busiest thread's share (W1w).
+template <bool Working>
+class TaskBatches final : public Fixture {
 public:
-    explicit EmptyBatches(Sizes const &sizes) : m_team(sizes), m_tally(sizes.Threads) {}
+    explicit TaskBatches(Sizes const &sizes) : m_team(sizes), m_tally(sizes.Threads) {}
 
     void Run() override {
         Tally *const tally = &m_tally;
 #pragma omp parallel num_threads(m_team.Threads())
 #pragma omp single
-        for (unsigned batch = 0; batch < kBatches; ++batch) {
+        for (unsigned batch = 0; batch < kRuns; ++batch) {
             for (unsigned i = 0; i < kBatchSize; ++i) {
 #pragma omp task firstprivate(tally)
-                tally->Count(ThreadIndex());
-            }
-#pragma omp taskwait
-        }
-    }
-
-    Verdict Check() override {
-        return ExpectCount("tasks run", m_tally.Take(), std::uint64_t(kBatches) * kBatchSize);
-    }
-
-private:
-    Team m_team;
-    Tally m_tally;
-};
-
-// W1w --------------------------------------------------------------------------
-
-class WorkingBatches final : public Fixture {
-public:
-    explicit WorkingBatches(Sizes const &sizes) : m_team(sizes), m_tally(sizes.Threads) {}
-
-    void Run() override {
-        Tally *const tally = &m_tally;
-#pragma omp parallel num_threads(m_team.Threads())
-#pragma omp single
-        for (unsigned batch = 0; batch < kWorkBatches; ++batch) {
-            for (unsigned i = 0; i < kBatchSize; ++i) {
-#pragma omp task firstprivate(tally)
-                if (WorkChain(kWorkSteps) == kWorkChainExpected) {
+                if (!Working || WorkChain(kWorkSteps) == kWorkChainExpected) {
                     tally->Count(ThreadIndex());
                 }
             }
@@ -84,13 +59,16 @@ public:
     }
 
     Verdict Check() override {
-        return ExpectCount("tasks run", m_tally.Take(&m_busiest), std::uint64_t(kWorkBatches) * kBatchSize);
+        return ExpectCount("tasks run", m_tally.Take(Working ? &m_busiest : nullptr),
+                           std::uint64_t(kRuns) * kBatchSize);
     }
     double BusiestThreadShare() const override {
         return m_busiest;
     }
 
 private:
+    static constexpr unsigned kRuns = Working ? kWorkBatches : kBatches;
+
     Team m_team;
     Tally m_tally;
     double m_busiest = -1;
@@ -357,8 +335,8 @@ private:
 System MakeOpenMpSystem() {
     System system{"OpenMP", {}};
     auto &list = system.Implementations;
-    list.push_back(Make<EmptyBatches>("W1", "omp task x1000 + taskwait per batch"));
-    list.push_back(Make<WorkingBatches>("W1w", "omp task x1000 + taskwait per batch"));
+    list.push_back(Make<TaskBatches<false>>("W1", "omp task x1000 + taskwait per batch"));
+    list.push_back(Make<TaskBatches<true>>("W1w", "omp task x1000 + taskwait per batch"));
     list.push_back(Make<ProducerConsumer>("W2", "omp task per producer, taskwait in tasks"));
     list.push_back(Make<FibonacciTree>("W3", "omp task x2 + taskwait per node"));
     list.push_back(Make<PingPong>("W4", "std::mutex + std::condition_variable (blocks the thread)"));

@@ -44,46 +44,23 @@ unsigned ThreadIndex() {
     return static_cast<unsigned>(tbb::this_task_arena::current_thread_index());
 }
 
-// W1 ---------------------------------------------------------------------------
+// W1, W1w ----------------------------------------------------------------------
 
-class EmptyBatches final : public Fixture {
+// Batches of kBatchSize tasks, a task_group per batch, each waited for:
+// empty tasks (W1), or tasks that work, with the busiest thread's share
+// (W1w).
+template <bool Working>
+class TaskBatches final : public Fixture {
 public:
-    explicit EmptyBatches(Sizes const &sizes) : m_arena(sizes), m_tally(m_arena.Threads()) {}
+    explicit TaskBatches(Sizes const &sizes) : m_arena(sizes), m_tally(m_arena.Threads()) {}
 
     void Run() override {
         m_arena.Execute([this] {
-            for (unsigned batch = 0; batch < kBatches; ++batch) {
-                tbb::task_group group;
-                for (unsigned i = 0; i < kBatchSize; ++i) {
-                    group.run([this] { m_tally.Count(ThreadIndex()); });
-                }
-                group.wait();
-            }
-        });
-    }
-
-    Verdict Check() override {
-        return ExpectCount("tasks run", m_tally.Take(), std::uint64_t(kBatches) * kBatchSize);
-    }
-
-private:
-    Arena m_arena;
-    Tally m_tally;
-};
-
-// W1w --------------------------------------------------------------------------
-
-class WorkingBatches final : public Fixture {
-public:
-    explicit WorkingBatches(Sizes const &sizes) : m_arena(sizes), m_tally(m_arena.Threads()) {}
-
-    void Run() override {
-        m_arena.Execute([this] {
-            for (unsigned batch = 0; batch < kWorkBatches; ++batch) {
+            for (unsigned batch = 0; batch < kRuns; ++batch) {
                 tbb::task_group group;
                 for (unsigned i = 0; i < kBatchSize; ++i) {
                     group.run([this] {
-                        if (WorkChain(kWorkSteps) == kWorkChainExpected) {
+                        if (!Working || WorkChain(kWorkSteps) == kWorkChainExpected) {
                             m_tally.Count(ThreadIndex());
                         }
                     });
@@ -94,11 +71,14 @@ public:
     }
 
     Verdict Check() override {
-        return ExpectCount("tasks run", m_tally.Take(&m_busiest), std::uint64_t(kWorkBatches) * kBatchSize);
+        return ExpectCount("tasks run", m_tally.Take(Working ? &m_busiest : nullptr),
+                           std::uint64_t(kRuns) * kBatchSize);
     }
     double BusiestThreadShare() const override { return m_busiest; }
 
 private:
+    static constexpr unsigned kRuns = Working ? kWorkBatches : kBatches;
+
     Arena m_arena;
     Tally m_tally;
     double m_busiest = -1;
@@ -449,8 +429,8 @@ private:
 System MakeTbbSystem() {
     System system{"oneTBB", {}};
     auto &list = system.Implementations;
-    list.push_back(Make<EmptyBatches>("W1", "task_group per batch: run + wait"));
-    list.push_back(Make<WorkingBatches>("W1w", "task_group per batch: run + wait"));
+    list.push_back(Make<TaskBatches<false>>("W1", "task_group per batch: run + wait"));
+    list.push_back(Make<TaskBatches<true>>("W1w", "task_group per batch: run + wait"));
     list.push_back(Make<ProducerConsumer>("W2", "task_group per producer, waited in tasks"));
     list.push_back(Make<FibonacciTree>("W3", "task_group per node: run x2 + wait"));
     list.push_back(Make<PingPong>("W4", kPingPongPrimitive));
