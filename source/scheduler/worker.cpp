@@ -446,12 +446,12 @@ constexpr unsigned kMaxStealBackoff = 64;
 // (StealMore). A steal whose tasks kept the thief busy for kLongStealNs or
 // more doubles the next batch, up to kMaxStealBatch; one that did not pay
 // sizes the next batch to what would have (tasks worth a core, above), or
-// brings it back to kMinStealBatch. W5 (tasks of
-// 100 locks) at 2 workers took 1.25 to 1.36 times its 1-worker time with one
-// task a steal: the thief's every task brought the lock over and gave it
-// back. Fixed batches of 32 slowed W2 (empty consumer tasks) by 20%, and a
-// floor of 8 slowed G1 (graph nodes) by about 15% in one full run; from one
-// task, tiny tasks are stolen as before.
+// brings it back to kMinStealBatch. W5 (tasks of 100 locks) at 2 workers
+// took 1.25 to 1.36 times its 1-worker time with one task a steal: the
+// thief's every task brought the lock over and gave it back. Fixed batches
+// of 32 slowed W2 (empty consumer tasks) by 20%, and a floor of 8 slowed G1
+// (graph nodes) by about 15% in one full run; from one task, tiny tasks are
+// stolen as before.
 constexpr unsigned kMinStealBatch = 1;
 constexpr unsigned kMaxStealBatch = 64;
 constexpr std::uint64_t kLongStealNs = 16 * kWorthwhileStealNs;
@@ -630,9 +630,10 @@ void Worker::KeepReadied(Fiber *fiber, bool goesOn) {
     } else if (m_nextWakeSkip != 0) {
         // The backoff fades once the latest wasted wake is kNextWakeFadeNs
         // older than the tick's start: a clock read at every idle and at
-        // every tick (128 items), where reading one here costs a hand-off through a condition variable
-        // 10-30%. It misses a task that starts soon after the hand-offs and
-        // goes on long: its fills are still skipped.
+        // every tick (128 items), where reading one here costs a hand-off
+        // through a condition variable 10-30%. It misses a task that starts
+        // soon after the hand-offs and goes on long: its fills are still
+        // skipped.
         if (m_tickStartNs < m_nextWakeWastedAt + kNextWakeFadeNs) {
             --m_nextWakeSkip;
             return;
