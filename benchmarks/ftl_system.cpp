@@ -958,12 +958,12 @@ public:
             std::int64_t const added = NowNs();
             ts->AddTasks(2, m_long, ftl::TaskPriority::Normal, &counter);
             ts->WaitForCounter(&counter);
-            std::int64_t const later = std::max(m_starts[0].load(std::memory_order_relaxed),
-                                                m_starts[1].load(std::memory_order_relaxed));
+            std::int64_t const first = m_starts[0].load(std::memory_order_relaxed);
+            std::int64_t const second = m_starts[1].load(std::memory_order_relaxed);
+            std::int64_t const later = std::max(first, second);
             // 0 (a task that never started) stays non-positive and fails the check.
             m_latencies[sample] = later == 0 ? 0 : later - added;
-            m_longRuns += (m_starts[0].load(std::memory_order_relaxed) != 0 ? 1u : 0u) +
-                          (m_starts[1].load(std::memory_order_relaxed) != 0 ? 1u : 0u);
+            m_longRuns += (first != 0 ? 1u : 0u) + (second != 0 ? 1u : 0u);
         }
     }
 

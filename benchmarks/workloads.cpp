@@ -25,7 +25,7 @@ Verdict TriangleSums::Check() {
 __attribute__((noinline)) std::uint64_t WorkChain(unsigned steps) {
     std::uint64_t x = 1;
     for (unsigned i = 0; i < steps; ++i) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        x = WorkStep(x);
         asm volatile("" : "+r"(x)); // one step after another, not folded
     }
     return x;

@@ -116,10 +116,13 @@ std::uint64_t SumRange(std::uint64_t first, std::uint64_t last);
 // when the chain ends where it must (WorkChainResult), so that the check of
 // the tasks run also checks the work.
 std::uint64_t WorkChain(unsigned steps);
+constexpr std::uint64_t WorkStep(std::uint64_t x) {
+    return x * 6364136223846793005ull + 1442695040888963407ull;
+}
 constexpr std::uint64_t WorkChainResult(unsigned steps) {
     std::uint64_t x = 1;
     for (unsigned i = 0; i < steps; ++i) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        x = WorkStep(x);
     }
     return x;
 }
