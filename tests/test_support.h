@@ -73,6 +73,13 @@ constexpr bool kCpuEmulated = true;
 constexpr bool kCpuEmulated = false;
 #endif
 
+// A Windows build running under Wine (tests/CMakeLists.txt).
+#if defined(FTL_TEST_WINE)
+constexpr bool kWine = true;
+#else
+constexpr bool kWine = false;
+#endif
+
 inline ftl::TaskSchedulerInitOptions
 Options(unsigned threads, ftl::EmptyQueueBehavior behavior = ftl::EmptyQueueBehavior::Sleep) {
     ftl::TaskSchedulerInitOptions options;
