@@ -117,6 +117,41 @@ private:
     double m_busiest = -1;
 };
 
+// W1f --------------------------------------------------------------------------
+
+// W1's batches, each after kFrameOwnWork of the adding thread's own work (on
+// the clock, outside any task), as a game's main thread hands out its jobs
+// between its own work: the other workers sleep through that work, and the
+// batch must wake them (or run on without them) and not be slowed by them.
+class FramedBatches final : public Fixture {
+public:
+    FramedBatches(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
+        : m_scheduler(sizes, mechanisms), m_tally(m_scheduler.Threads()),
+          m_tasks(kBatchSize, ftl::Task{CountTask, &m_tally}) {}
+
+    void Run() override {
+        ftl::TaskScheduler *const ts = m_scheduler.Get();
+        std::int64_t const ownWorkNs = std::chrono::nanoseconds(kFrameOwnWork).count();
+        for (unsigned frame = 0; frame < kFrames; ++frame) {
+            std::int64_t const until = NowNs() + ownWorkNs;
+            while (NowNs() < until) {
+            }
+            ftl::TaskCounter counter(ts);
+            ts->AddTasks(kBatchSize, m_tasks.data(), ftl::TaskPriority::Normal, &counter);
+            ts->WaitForCounter(&counter);
+        }
+    }
+
+    Verdict Check() override {
+        return ExpectCount("tasks run", m_tally.Take(), std::uint64_t(kFrames) * kBatchSize);
+    }
+
+private:
+    Scheduler m_scheduler;
+    Tally m_tally;
+    std::vector<ftl::Task> m_tasks;
+};
+
 // W2 ---------------------------------------------------------------------------
 
 class ProducerConsumer final : public Fixture {
@@ -1027,6 +1062,8 @@ System MakeFtlSystem(std::string name, ftl::detail::Mechanisms const &mechanisms
         Make<TaskBatches<false>>("W1", "AddTasks + TaskCounter + WaitForCounter per batch", mechanisms));
     list.push_back(
         Make<TaskBatches<true>>("W1w", "AddTasks + TaskCounter + WaitForCounter per batch", mechanisms));
+    list.push_back(Make<FramedBatches>(
+        "W1f", "the adding thread's own work, then AddTasks + TaskCounter + WaitForCounter", mechanisms));
     list.push_back(
         Make<ProducerConsumer>("W2", "AddTasks + TaskCounter, producers wait in tasks", mechanisms));
     list.push_back(

@@ -118,6 +118,12 @@ std::vector<Workload> MakeWorkloads(Sizes const &sizes) {
                          "multiply-adds, one counter per batch, each waited for",
                          {{"W1w", "ns/task"}},
                          double(kWorkBatches) * kBatchSize});
+    workloads.push_back({"W1f",
+                         "W1 as a game's frame (ftl only): 300 batches of 1000 empty tasks, one counter "
+                         "per batch, each waited for, and before each the adding thread's own work, 50 us "
+                         "on the clock",
+                         {{"W1f", "us/frame"}},
+                         double(kFrames) * 1e3});
     workloads.push_back({"W2",
                          "100 producer tasks, each adding 1000 empty consumers with its own counter and "
                          "waiting; the main thread waits on the producers",

@@ -7,6 +7,9 @@
 //   W1w W1 with tasks that work: 100 batches of 1,000 tasks, each a chain of
 //       200 multiply-adds (a few hundred ns, a game's small job)
 //                                                             -> ns per task
+//   W1f W1 as a game's frame: 300 batches of 1,000 empty tasks, and before
+//       each the adding thread's own work, 50 us on the clock
+//                                                             -> us per frame
 //   W2  100 producer tasks, each adding 1,000 empty consumer tasks with its
 //       own counter and waiting for them; the main thread waits for the
 //       producers                                             -> ns per consumer
@@ -51,6 +54,10 @@ constexpr unsigned kBatchSize = 1000;
 // W1w
 constexpr unsigned kWorkBatches = 100;
 constexpr unsigned kWorkSteps = 200;
+// W1f: long enough that the other workers sleep through it (longer than
+// their spin before a park), as they do between a game's frames.
+constexpr unsigned kFrames = 300;
+constexpr std::chrono::microseconds kFrameOwnWork{50};
 // W2
 constexpr unsigned kProducers = 100;
 constexpr unsigned kConsumersPerProducer = 1000;
