@@ -210,7 +210,22 @@ void IdleState::Idle(unsigned self, EmptyQueueBehavior behavior, Hooks &hooks) {
         }
         return;
     }
-    if (slot.Searching && SpinsBeforePark(self)) {
+    bool spin = slot.Searching && SpinsBeforePark(self);
+    if (slot.Searching && m_spinBeforePark && !spin) {
+        // The adaptive spin is off for this worker, but it judges sleeps,
+        // not work in sight. Work it can take now, it takes. Work it holds
+        // back from (the tasks its steal backoff skips for now) would end
+        // the park at its re-check, which leaves for any work at once: park,
+        // leave, look, park again, with no pause between the looks, each a
+        // read of the victim's queue and a write of the bitmap's line. It
+        // spins instead, and the spin keeps the backoff's pace (W1f:
+        // docs/design.adoc, "Idle workers").
+        if (hooks.SpinLook()) {
+            return;
+        }
+        spin = hooks.WorkVisible();
+    }
+    if (spin) {
         std::uint64_t const from = NowNs();
         for (unsigned round = 0; round < kSpinRounds; ++round) {
             for (unsigned i = 0; i < kSpinPauses; ++i) {

@@ -586,6 +586,52 @@ TEST_CASE("Too few tasks to pay for a second core stay with their worker", "[ste
     }
 }
 
+TEST_CASE("A worker that parks at once still looks at tasks it backs off from at the spin's pace",
+          "[steal-backoff]") {
+    // Batches of empty tasks with 200 us of the Init thread's own work
+    // between them: the other worker sleeps through each gap, longer than
+    // its spin, so it soon parks at once instead of spinning. During a
+    // batch it backs off from the tiny tasks, which its park's re-check
+    // still sees: it must spin between its looks rather than park, leave
+    // and look again at once (which failed 34-55 steals a batch, where the
+    // spin fails about 2). The bound allows 4 a batch and one per 5 us of
+    // the batches. (Under a sanitizer, a CPU emulator or Wine the loop
+    // itself may be slow enough to stay under it: only the run counts
+    // hold.)
+    bool const slowLoop = ftl_test::kThreadSanitizer || ftl_test::kAddressSanitizer ||
+                          ftl_test::kCpuEmulated || ftl_test::kWine;
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(Options(2)) == 0);
+    constexpr unsigned kBatch = 1000;
+    constexpr unsigned kWarmBatches = 20;
+    constexpr unsigned kBatches = 100;
+    std::atomic<std::uint64_t> ran{0};
+    auto empty = [&](ftl::TaskScheduler *) { ran.fetch_add(1, std::memory_order_relaxed); };
+    std::vector<ftl::Task> tasks(kBatch, LambdaTask(empty));
+    std::uint64_t failedBefore = 0;
+    std::chrono::nanoseconds inBatches{0};
+    for (unsigned batch = 0; batch < kWarmBatches + kBatches; ++batch) {
+        if (batch == kWarmBatches) {
+            failedBefore = ts.GetStats().Workers[1].FailedSteals;
+        }
+        SpinFor(std::chrono::microseconds(200));
+        auto const start = std::chrono::steady_clock::now();
+        ftl::TaskCounter counter(&ts);
+        ts.AddTasks(kBatch, tasks.data(), ftl::TaskPriority::Normal, &counter);
+        ts.WaitForCounter(&counter);
+        if (batch >= kWarmBatches) {
+            inBatches += std::chrono::steady_clock::now() - start;
+        }
+    }
+    REQUIRE(ran.load() == std::uint64_t(kWarmBatches + kBatches) * kBatch);
+    std::uint64_t const failed = ts.GetStats().Workers[1].FailedSteals - failedBefore;
+    std::uint64_t const bound = kBatches * 4 + static_cast<std::uint64_t>(inBatches.count()) / 5000;
+    CAPTURE(failed, bound, inBatches.count());
+    if (!slowLoop) {
+        CHECK(failed <= bound);
+    }
+}
+
 namespace {
 
 // Tasks worker 1 took with one steal from a batch of `count`: what it had

@@ -41,8 +41,12 @@ struct TestHooks {
     std::uint64_t PollInterval = 0;
     std::function<void()> OnFirstPoll;          // runs inside the first Poll (the re-check's)
     std::chrono::microseconds SpinLookDelay{0}; // how long each spin round's look takes
+    // SpinLook leaves out the work it sees for this many calls, as a worker
+    // does with tasks its steal backoff skips for now (WorkVisible sees it).
+    unsigned HeldBackSpinLooks = 0;
 
     std::atomic<unsigned> WorkVisibleCalls{0};
+    std::atomic<unsigned> SpinLookCalls{0};
     std::atomic<unsigned> StopIdlingCalls{0};
     std::atomic<unsigned> PollNsCalls{0};
     std::atomic<unsigned> PollCalls{0};
@@ -54,13 +58,14 @@ struct TestHooks {
     // out on the clock: a sleep that short may return at once, as with
     // mingw's sleep_for under Wine).
     bool SpinLook() {
+        unsigned const look = SpinLookCalls.fetch_add(1) + 1;
         if (SpinLookDelay.count() > 0) {
             auto const until = std::chrono::steady_clock::now() + SpinLookDelay;
             while (std::chrono::steady_clock::now() < until) {
                 std::this_thread::yield();
             }
         }
-        return WorkVisible();
+        return WorkVisible() && look > HeldBackSpinLooks;
     }
     bool WorkVisible() {
         unsigned const call = WorkVisibleCalls.fetch_add(1) + 1;
@@ -844,11 +849,12 @@ TEST_CASE("IdleState: the adaptive spin stops after spins that missed and comes 
         REQUIRE(idle.SpinsBeforePark(0));
         return;
     }
-    // Then it parks at once: only the re-check looks. A long sleep keeps it so.
-    REQUIRE(idleOnce(true) == 1);
+    // Then it parks at once: one look for work to take, one for any work,
+    // then the re-check. A long sleep keeps it so.
+    REQUIRE(idleOnce(true) == 3);
     REQUIRE_FALSE(idle.SpinsBeforePark(0));
     // A sleep that ends within a spin's length brings the spin back.
-    REQUIRE(idleOnce(false) == 1);
+    REQUIRE(idleOnce(false) == 3);
     REQUIRE(idle.SpinsBeforePark(0));
     // One miss, then a spin that finds work: the count of misses starts over,
     // so one more miss leaves the spin on.
@@ -863,5 +869,24 @@ TEST_CASE("IdleState: the adaptive spin stops after spins that missed and comes 
         REQUIRE_FALSE(idle.IsParked(0));
     }
     REQUIRE(idleOnce(true) == spinLooks + 1);
+    REQUIRE(idle.SpinsBeforePark(0));
+    // A second miss in a row: it parks at once again.
+    REQUIRE(idleOnce(true) == spinLooks + 1);
+    REQUIRE_FALSE(idle.SpinsBeforePark(0));
+    // Work in sight that it holds back from still makes it spin, so that
+    // its looks keep the spin's pace: it never announces itself parked,
+    // and the spin that finds the work turns the spin back on.
+    {
+        TestHooks hooks;
+        hooks.Idle = &idle;
+        hooks.VisibleFromCall = 1;
+        hooks.HeldBackSpinLooks = 10;
+        idle.Idle(0, EmptyQueueBehavior::Sleep, hooks);
+        REQUIRE(hooks.SpinLookCalls.load() == 11); // the look before the spin, then 10 rounds
+        REQUIRE(hooks.WorkVisibleCalls.load() == 12);
+        REQUIRE(hooks.SeenParked.load() == 0);
+        REQUIRE_FALSE(idle.IsParked(0));
+        REQUIRE(idle.Searching(0));
+    }
     REQUIRE(idle.SpinsBeforePark(0));
 }
