@@ -4,8 +4,9 @@
 // touches the bitmap, the searcher count or the futex words itself.
 //
 // A worker out of work becomes a searcher (if fewer than half the workers
-// already search), spins a while looking for work (while such spins pay), then
-// parks on a futex word of its own. Parked workers are bits in a bitmap, so a
+// already search), spins a while looking for work (while such spins pay, and
+// while it sees work it holds back from), then parks on a futex word of its
+// own. Parked workers are bits in a bitmap, so a
 // waker finds one in O(1) (count trailing zeros) and claims it by clearing its
 // bit; a claimed worker wakes as a searcher. A waker that sees a searcher
 // wakes no one: the searcher finds the work, or re-checks after it announces
@@ -211,19 +212,22 @@ void IdleState::Idle(unsigned self, EmptyQueueBehavior behavior, Hooks &hooks) {
         return;
     }
     bool spin = slot.Searching && SpinsBeforePark(self);
-    if (slot.Searching && m_spinBeforePark && !spin) {
-        // The adaptive spin is off for this worker, but it judges sleeps,
-        // not work in sight. Work it can take now, it takes. Work it holds
-        // back from (the tasks its steal backoff skips for now) would end
-        // the park at its re-check, which leaves for any work at once: park,
-        // leave, look, park again, with no pause between the looks, each a
-        // read of the victim's queue and a write of the bitmap's line. It
-        // spins instead, and the spin keeps the backoff's pace (W1f:
-        // docs/design.adoc, "Idle workers").
+    bool heldBack = false;
+    if (!spin && m_spinBeforePark) {
+        // No spin: the adaptive spin is off for this worker (it judges
+        // sleeps, not work in sight), or the worker is not a searcher. Work
+        // it can take now, it takes. Work it holds back from (the tasks its
+        // steal backoff skips for now) would end the park at its re-check,
+        // which leaves for any work at once: park, leave, look, park again,
+        // with no pause between the looks, each a read of the victim's
+        // queue and a write of the bitmap's line. It spins instead, so that
+        // its looks keep the spin's pace (W1f: docs/design.adoc, "Idle
+        // workers"). Such a spin says nothing of whether spinning catches
+        // new work, so the adaptive spin's count stays as it is.
         if (hooks.SpinLook()) {
             return;
         }
-        spin = hooks.WorkVisible();
+        spin = heldBack = hooks.WorkVisible();
     }
     if (spin) {
         std::uint64_t const from = NowNs();
@@ -233,7 +237,9 @@ void IdleState::Idle(unsigned self, EmptyQueueBehavior behavior, Hooks &hooks) {
             }
             EndSpin();
             if (hooks.SpinLook()) {
-                slot.SpinMisses = 0;
+                if (!heldBack) {
+                    slot.SpinMisses = 0;
+                }
                 return;
             }
         }

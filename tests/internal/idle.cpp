@@ -466,11 +466,13 @@ TEST_CASE("IdleState: Notify wakes no one while a searcher exists", "[internal][
     idle.Init(2, true, true);
     std::atomic<int> work{0};
     // The test thread is the searcher: worker 0 is refused (half of 2 already
-    // search), so it parks without spinning.
+    // search), so it parks without spinning: a look for work to take, one
+    // for any work (it would spin while it saw work it held back from), and
+    // the re-check.
     idle.AddClaimedSearcher();
     Sleeper sleeper(idle, 0, &work);
     REQUIRE(sleeper.WaitAsleep());
-    REQUIRE(sleeper.Hooks.WorkVisibleCalls.load() == 1);
+    REQUIRE(sleeper.Hooks.WorkVisibleCalls.load() == 3);
     REQUIRE(idle.NumSearching() == 1);
     REQUIRE(idle.IsParked(0));
 
@@ -874,8 +876,8 @@ TEST_CASE("IdleState: the adaptive spin stops after spins that missed and comes 
     REQUIRE(idleOnce(true) == spinLooks + 1);
     REQUIRE_FALSE(idle.SpinsBeforePark(0));
     // Work in sight that it holds back from still makes it spin, so that
-    // its looks keep the spin's pace: it never announces itself parked,
-    // and the spin that finds the work turns the spin back on.
+    // its looks keep the spin's pace: it never announces itself parked.
+    // Finding that work says nothing of new work, so the spin stays off.
     {
         TestHooks hooks;
         hooks.Idle = &idle;
@@ -888,5 +890,34 @@ TEST_CASE("IdleState: the adaptive spin stops after spins that missed and comes 
         REQUIRE_FALSE(idle.IsParked(0));
         REQUIRE(idle.Searching(0));
     }
-    REQUIRE(idle.SpinsBeforePark(0));
+    REQUIRE_FALSE(idle.SpinsBeforePark(0));
+}
+
+TEST_CASE("IdleState: a worker that is not a searcher spins while it sees work it holds back from",
+          "[internal][idle]") {
+    IdleState idle;
+    idle.Init(2, true, true);
+    // Worker 1 searches: half of two, so worker 0 cannot.
+    REQUIRE(idle.TryBecomeSearcher());
+    SECTION("work held back for 10 looks: it spins, and never announces itself parked") {
+        TestHooks hooks;
+        hooks.Idle = &idle;
+        hooks.VisibleFromCall = 1;
+        hooks.HeldBackSpinLooks = 10;
+        idle.Idle(0, EmptyQueueBehavior::Sleep, hooks);
+        REQUIRE(hooks.SpinLookCalls.load() == 11);
+        REQUIRE(hooks.SeenParked.load() == 0);
+        REQUIRE_FALSE(idle.Searching(0));
+    }
+    SECTION("work it can take at once: one look, no spin") {
+        TestHooks hooks;
+        hooks.Idle = &idle;
+        hooks.VisibleFromCall = 1;
+        idle.Idle(0, EmptyQueueBehavior::Sleep, hooks);
+        REQUIRE(hooks.SpinLookCalls.load() == 1);
+        REQUIRE(hooks.WorkVisibleCalls.load() == 1);
+        REQUIRE(hooks.SeenParked.load() == 0);
+    }
+    REQUIRE_FALSE(idle.IsParked(0));
+    REQUIRE(idle.NumSearching() == 1);
 }
