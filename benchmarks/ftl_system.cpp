@@ -82,59 +82,33 @@ void WorkTask(ftl::TaskScheduler *taskScheduler, void *arg) {
     }
 }
 
-// W1, W1w ----------------------------------------------------------------------
+// W1, W1w, W1f -----------------------------------------------------------------
 
-// Batches of kBatchSize tasks, one counter per batch, each waited for: empty
-// tasks (W1), or tasks that work, with the busiest thread's share (W1w).
-template <bool Working>
+enum class BatchKind {
+    Empty,   // W1
+    Working, // W1w: tasks that work, with the busiest thread's share
+    Framed,  // W1f: empty tasks, each batch after the adding thread's own work
+};
+
+// Batches of kBatchSize tasks, one counter per batch, each waited for. W1f's
+// batches each come after kFrameOwnWork of the adding thread's own work (on
+// the clock, outside any task), as a game's main thread hands out its jobs
+// between its own work: the other workers sleep through that work, and the
+// batch must wake them (or run on without them) and not be slowed by them.
+template <BatchKind Kind>
 class TaskBatches final : public Fixture {
 public:
     TaskBatches(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
         : m_scheduler(sizes, mechanisms), m_tally(m_scheduler.Threads()),
-          m_tasks(kBatchSize, ftl::Task{Working ? WorkTask : CountTask, &m_tally}) {}
+          m_tasks(kBatchSize, ftl::Task{kWorking ? WorkTask : CountTask, &m_tally}) {}
 
     void Run() override {
         ftl::TaskScheduler *const ts = m_scheduler.Get();
         for (unsigned batch = 0; batch < kRuns; ++batch) {
-            ftl::TaskCounter counter(ts);
-            ts->AddTasks(kBatchSize, m_tasks.data(), ftl::TaskPriority::Normal, &counter);
-            ts->WaitForCounter(&counter);
-        }
-    }
-
-    Verdict Check() override {
-        return ExpectCount("tasks run", m_tally.Take(Working ? &m_busiest : nullptr),
-                           std::uint64_t(kRuns) * kBatchSize);
-    }
-    double BusiestThreadShare() const override { return m_busiest; }
-
-private:
-    static constexpr unsigned kRuns = Working ? kWorkBatches : kBatches;
-
-    Scheduler m_scheduler;
-    Tally m_tally;
-    std::vector<ftl::Task> m_tasks;
-    double m_busiest = -1;
-};
-
-// W1f --------------------------------------------------------------------------
-
-// W1's batches, each after kFrameOwnWork of the adding thread's own work (on
-// the clock, outside any task), as a game's main thread hands out its jobs
-// between its own work: the other workers sleep through that work, and the
-// batch must wake them (or run on without them) and not be slowed by them.
-class FramedBatches final : public Fixture {
-public:
-    FramedBatches(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
-        : m_scheduler(sizes, mechanisms), m_tally(m_scheduler.Threads()),
-          m_tasks(kBatchSize, ftl::Task{CountTask, &m_tally}) {}
-
-    void Run() override {
-        ftl::TaskScheduler *const ts = m_scheduler.Get();
-        std::int64_t const ownWorkNs = std::chrono::nanoseconds(kFrameOwnWork).count();
-        for (unsigned frame = 0; frame < kFrames; ++frame) {
-            std::int64_t const until = NowNs() + ownWorkNs;
-            while (NowNs() < until) {
+            if constexpr (Kind == BatchKind::Framed) {
+                std::int64_t const until = NowNs() + std::chrono::nanoseconds(kFrameOwnWork).count();
+                while (NowNs() < until) {
+                }
             }
             ftl::TaskCounter counter(ts);
             ts->AddTasks(kBatchSize, m_tasks.data(), ftl::TaskPriority::Normal, &counter);
@@ -143,13 +117,20 @@ public:
     }
 
     Verdict Check() override {
-        return ExpectCount("tasks run", m_tally.Take(), std::uint64_t(kFrames) * kBatchSize);
+        return ExpectCount("tasks run", m_tally.Take(kWorking ? &m_busiest : nullptr),
+                           std::uint64_t(kRuns) * kBatchSize);
     }
+    double BusiestThreadShare() const override { return m_busiest; }
 
 private:
+    static constexpr bool kWorking = Kind == BatchKind::Working;
+    static constexpr unsigned kRuns =
+        kWorking ? kWorkBatches : (Kind == BatchKind::Framed ? kFrames : kBatches);
+
     Scheduler m_scheduler;
     Tally m_tally;
     std::vector<ftl::Task> m_tasks;
+    double m_busiest = -1;
 };
 
 // W2 ---------------------------------------------------------------------------
@@ -1058,11 +1039,11 @@ Implementation InterleavingPair(Implementation implementation) {
 System MakeFtlSystem(std::string name, ftl::detail::Mechanisms const &mechanisms) {
     System system{std::move(name), {}};
     auto &list = system.Implementations;
-    list.push_back(
-        Make<TaskBatches<false>>("W1", "AddTasks + TaskCounter + WaitForCounter per batch", mechanisms));
-    list.push_back(
-        Make<TaskBatches<true>>("W1w", "AddTasks + TaskCounter + WaitForCounter per batch", mechanisms));
-    list.push_back(Make<FramedBatches>(
+    list.push_back(Make<TaskBatches<BatchKind::Empty>>(
+        "W1", "AddTasks + TaskCounter + WaitForCounter per batch", mechanisms));
+    list.push_back(Make<TaskBatches<BatchKind::Working>>(
+        "W1w", "AddTasks + TaskCounter + WaitForCounter per batch", mechanisms));
+    list.push_back(Make<TaskBatches<BatchKind::Framed>>(
         "W1f", "the adding thread's own work, then AddTasks + TaskCounter + WaitForCounter", mechanisms));
     list.push_back(
         Make<ProducerConsumer>("W2", "AddTasks + TaskCounter, producers wait in tasks", mechanisms));
