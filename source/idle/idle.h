@@ -6,14 +6,13 @@
 // A worker out of work becomes a searcher (if fewer than half the workers
 // already search), spins a while looking for work (while such spins pay, and
 // while it sees work it holds back from), then parks on a futex word of its
-// own. Parked workers are bits in a bitmap, so a
-// waker finds one in O(1) (count trailing zeros) and claims it by clearing its
-// bit; a claimed worker wakes as a searcher. A waker that sees a searcher
-// wakes no one: the searcher finds the work, or re-checks after it announces
-// itself parked. The last searcher to find work wakes one more parked worker
-// if more work is visible: wake-ups spread as a chain while there is work to
-// find, never as a herd, and a lone task starts without paying for a second
-// futex wake.
+// own. Parked workers are bits in a bitmap, so a waker finds one in O(1)
+// (count trailing zeros) and claims it by clearing its bit; a claimed worker
+// wakes as a searcher. A waker that sees a searcher wakes no one: the
+// searcher finds the work, or re-checks after it announces itself parked.
+// The last searcher to find work wakes one more parked worker if more work
+// is visible: wake-ups spread as a chain while there is work to find, never
+// as a herd, and a lone task starts without paying for a second futex wake.
 //
 // No lost wake-up (docs/design.adoc, invariant 5; source/models/park.pml):
 //   parker: set own parked bit (seq_cst RMW); stop searching; fence; re-check
