@@ -106,9 +106,7 @@ public:
         ftl::TaskScheduler *const ts = m_scheduler.Get();
         for (unsigned batch = 0; batch < kRuns; ++batch) {
             if constexpr (Kind == BatchKind::Framed) {
-                std::int64_t const until = NowNs() + std::chrono::nanoseconds(kFrameOwnWork).count();
-                while (NowNs() < until) {
-                }
+                StayBusyFor(kFrameOwnWork);
             }
             ftl::TaskCounter counter(ts);
             ts->AddTasks(kBatchSize, m_tasks.data(), ftl::TaskPriority::Normal, &counter);

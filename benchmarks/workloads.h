@@ -205,12 +205,15 @@ inline std::int64_t NowNs() {
         .count();
 }
 
-// W8b's adder after its add: computes (reads the clock) for kBusyAfterAdd.
-inline void StayBusyAfterAdd() {
-    std::int64_t const until =
-        NowNs() + std::chrono::duration_cast<std::chrono::nanoseconds>(kBusyAfterAdd).count();
+// Computes (reads the clock) for `duration`, as a thread busy with its own
+// work: W1f's adder before each batch, W8b's after its add.
+inline void StayBusyFor(std::chrono::nanoseconds duration) {
+    std::int64_t const until = NowNs() + duration.count();
     while (NowNs() < until) {
     }
+}
+inline void StayBusyAfterAdd() {
+    StayBusyFor(kBusyAfterAdd);
 }
 
 // Nanoseconds in microseconds.
