@@ -4,15 +4,16 @@
 // touches the bitmap, the searcher count or the futex words itself.
 //
 // A worker out of work becomes a searcher (if fewer than half the workers
-// already search), spins a while looking for work (while such spins pay, and
-// while it sees work it holds back from), then parks on a futex word of its
-// own. Parked workers are bits in a bitmap, so a waker finds one in O(1)
-// (count trailing zeros) and claims it by clearing its bit; a claimed worker
-// wakes as a searcher. A waker that sees a searcher wakes no one: the
-// searcher finds the work, or re-checks after it announces itself parked.
-// The last searcher to find work wakes one more parked worker if more work
-// is visible: wake-ups spread as a chain while there is work to find, never
-// as a herd, and a lone task starts without paying for a second futex wake.
+// already search), spins a while looking for work (while such spins pay, as
+// long as its recent short gaps, and while it sees work it holds back from),
+// then parks on a futex word of its own. Parked workers are bits in a bitmap,
+// so a waker finds one in O(1) (count trailing zeros) and claims it by
+// clearing its bit; a claimed worker wakes as a searcher. A waker that sees a
+// searcher wakes no one: the searcher finds the work, or re-checks after it
+// announces itself parked. The last searcher to find work wakes one more
+// parked worker if more work is visible: wake-ups spread as a chain while
+// there is work to find, never as a herd, and a lone task starts without
+// paying for a second futex wake.
 //
 // No lost wake-up (docs/design.adoc, invariant 5; source/models/park.pml):
 //   parker: set own parked bit (seq_cst RMW); stop searching; fence; re-check
@@ -28,6 +29,7 @@
 #include "ftl/task_scheduler.h"
 #include "platform/platform.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -53,6 +55,15 @@ constexpr unsigned kSpinPauses = 32;
 // scheduler counts the spin against it) and waits for it to block; W8 took
 // about 9 us instead of 5.
 constexpr unsigned kSpinMissLimit = 2;
+// The adaptive spin also learns gaps: a worker claimed by a waker within
+// kMaxSpinNs of the start of its idling (its spin and its sleep) spins 1.5
+// times that long the next time, up to kMaxSpinNs, so that a producer with
+// gaps that short (a main thread's own work between batches of jobs, W1f)
+// finds it still searching and pays no futex wake (2-4 us on a KVM host,
+// 3-5% of a 65 us frame). Any other sleep that outlasts the spin drops the
+// learned length again. The bound is the one Linux's haltpoll idle governor
+// uses for a guest's CPUs.
+constexpr std::uint64_t kMaxSpinNs = 200000;
 
 class IdleState {
 public:
@@ -128,6 +139,9 @@ public:
     }
     // How long worker `self`'s last full spin took (0 before the first).
     std::uint64_t LastSpinNs(unsigned self) const { return m_slots[self].SpinNs; }
+    // How long worker `self`'s next spin lasts at least, learned from its
+    // gaps (kMaxSpinNs); 0: its kSpinRounds rounds only.
+    std::uint64_t LearnedSpinNs(unsigned self) const { return m_slots[self].SpinForNs; }
     // Times worker `index` went to sleep, and times a waker claimed it.
     std::uint64_t Parks(unsigned index) const { return m_slots[index].Parks.load(std::memory_order_relaxed); }
     std::uint64_t WakeUps(unsigned index) const {
@@ -148,18 +162,30 @@ private:
         std::atomic<std::uint64_t> Parks{0};
         std::atomic<std::uint64_t> WakeUps{0};
         // The adaptive spin's state, the owner's alone: spins in a row that
-        // missed, and how long the last full spin took.
+        // missed, how long the last full spin took, when the current idling
+        // began (its spin, or its park without one), and the spin's learned
+        // length.
         unsigned SpinMisses = 0;
         std::uint64_t SpinNs = 0;
+        std::uint64_t IdleFromNs = 0;
+        std::uint64_t SpinForNs = 0;
     };
 
     static std::uint64_t Bit(unsigned index) { return std::uint64_t(1) << (index % 64); }
-    // After a sleep of `sleptNs`: would a spin have caught its end?
-    static void SleptFor(Slot &slot, std::uint64_t sleptNs) {
-        if (sleptNs <= slot.SpinNs) {
+    // After a sleep of `sleptNs`: would a spin have caught its end? `claimed`:
+    // a waker ended it (a timer's poll is on time without any spin).
+    void SleptFor(Slot &slot, std::uint64_t sleptNs, bool claimed) const {
+        std::uint64_t const gapNs = NowNs() - slot.IdleFromNs;
+        if (claimed && m_adaptiveSpin && gapNs <= kMaxSpinNs) {
             slot.SpinMisses = 0;
-        } else if (slot.SpinMisses < kSpinMissLimit) {
-            ++slot.SpinMisses;
+            slot.SpinForNs = std::min(kMaxSpinNs, gapNs + gapNs / 2);
+        } else if (sleptNs <= slot.SpinNs) {
+            slot.SpinMisses = 0;
+        } else {
+            slot.SpinForNs = 0;
+            if (slot.SpinMisses < kSpinMissLimit) {
+                ++slot.SpinMisses;
+            }
         }
     }
     void Wake(unsigned index);
@@ -228,9 +254,13 @@ void IdleState::Idle(unsigned self, EmptyQueueBehavior behavior, Hooks &hooks) {
         }
         spin = heldBack = hooks.WorkVisible();
     }
+    std::uint64_t const from = NowNs();
+    slot.IdleFromNs = from;
     if (spin) {
-        std::uint64_t const from = NowNs();
-        for (unsigned round = 0; round < kSpinRounds; ++round) {
+        // Past its rounds, a spin goes on for its learned length, unless a
+        // timer or a drain check is due (the spin does not poll).
+        for (unsigned round = 0;
+             round < kSpinRounds || (NowNs() - from < slot.SpinForNs && hooks.PollNs() == 0); ++round) {
             for (unsigned i = 0; i < kSpinPauses; ++i) {
                 CpuRelax();
             }
@@ -287,14 +317,14 @@ void IdleState::Park(unsigned self, Hooks &hooks) {
         FutexWaitFor(&slot.WakeSeq, seq, pollNs);
         hooks.Poll();
         if (LeaveIfWork(self, hooks, true)) {
-            SleptFor(slot, NowNs() - sleptFrom);
+            SleptFor(slot, NowNs() - sleptFrom, false);
             return;
         }
     }
     AddClaimedSearcher(); // claimed: we wake as a searcher
     slot.Searching = true;
     AddOwned(slot.WakeUps, 1);
-    SleptFor(slot, NowNs() - sleptFrom);
+    SleptFor(slot, NowNs() - sleptFrom, true);
 }
 
 template <class Hooks>

@@ -24,8 +24,10 @@ struct Mechanisms {
     // A worker whose spins keep missing (each followed by a sleep longer
     // than the spin) parks at once, until a sleep short enough for a spin to
     // have caught its end; it still spins while it sees tasks its steal
-    // backoff skips for now, and so does a worker that is not a searcher
-    // (off: it always spins).
+    // backoff skips for now, and so does a worker that is not a searcher.
+    // A worker a waker claims soon after it began idling (up to 200 us)
+    // spins that long and half again the next time (off: it always spins its
+    // 64 rounds).
     bool AdaptiveSpin = true;
     // Ready fibers before new tasks (off: new tasks first; the tick's first
     // item then comes from the ready fibers).

@@ -10,7 +10,8 @@
 // work seen at the re-check (or a claim before it) ends Idle without a sleep;
 // PollNs/Poll run while asleep; Spin and Yield never park; the last searcher
 // to find work wakes the next worker when more work is visible; the adaptive
-// spin stops after spins that missed and comes back after a short sleep.
+// spin stops after spins that missed and comes back after a short sleep, and
+// learns the length of a waker's short gaps (never from a timer's poll).
 #include "idle/idle.h"
 #include "platform/platform.h"
 #include "test_support.h"
@@ -49,6 +50,7 @@ struct TestHooks {
     std::atomic<unsigned> SpinLookCalls{0};
     std::atomic<unsigned> StopIdlingCalls{0};
     std::atomic<unsigned> PollNsCalls{0};
+    std::atomic<unsigned> PollNsCallsParked{0}; // made while Self's parked bit was set: asleep
     std::atomic<unsigned> PollCalls{0};
     std::atomic<unsigned> WrongBehavior{0}; // StopIdling called with another behaviour than Expected
     std::atomic<unsigned> SeenParked{0};    // WorkVisible calls made while Self's parked bit was set
@@ -86,6 +88,9 @@ struct TestHooks {
     }
     std::uint64_t PollNs() {
         PollNsCalls.fetch_add(1);
+        if (Idle != nullptr && Idle->IsParked(Self)) {
+            PollNsCallsParked.fetch_add(1);
+        }
         return PollInterval;
     }
     void Poll() {
@@ -130,9 +135,10 @@ public:
     Sleeper &operator=(Sleeper const &) = delete;
 
     // Asleep, or about to sleep on its futex word: past the re-check, in the
-    // sleep loop (which calls PollNs before each wait).
+    // sleep loop (which calls PollNs before each wait, parked; a spin past
+    // its rounds calls it too, unparked).
     bool WaitAsleep() {
-        return SpinUntil([&] { return Hooks.PollNsCalls.load() >= 1; });
+        return SpinUntil([&] { return Hooks.PollNsCallsParked.load() >= 1; });
     }
     bool WaitReturned() {
         return SpinUntil([&] { return m_finished.load(); });
@@ -891,6 +897,113 @@ TEST_CASE("IdleState: the adaptive spin stops after spins that missed and comes 
         REQUIRE(idle.Searching(0));
     }
     REQUIRE_FALSE(idle.SpinsBeforePark(0));
+}
+
+TEST_CASE(
+    "IdleState: a worker claimed soon after it began idling spins that long the next time, up to a bound",
+    "[internal][idle]") {
+    bool const adaptive = GENERATE(true, false);
+    INFO("adaptive spin " << adaptive);
+    IdleState idle;
+    idle.Init(2, true, true, adaptive);
+    std::atomic<int> work{0};
+    std::uint64_t const maxNs = ftl::detail::kMaxSpinNs;
+    using Clock = std::chrono::steady_clock;
+    auto nsSince = [](Clock::time_point from) {
+        return static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - from).count());
+    };
+    // One Idle call on worker 0, woken by Notify `sleep` after it is asleep.
+    // Returns the time from before its start to after its return (longer
+    // than its idling) and its spin's looks.
+    struct Outcome {
+        std::uint64_t OuterNs;
+        unsigned SpinLooks;
+    };
+    auto idleOnce = [&](std::chrono::nanoseconds sleep) {
+        auto const start = Clock::now();
+        Sleeper sleeper(idle, 0, &work);
+        REQUIRE(sleeper.WaitAsleep());
+        if (sleep.count() > 0) {
+            std::this_thread::sleep_for(sleep);
+        }
+        work.store(1);
+        idle.Notify();
+        REQUIRE(sleeper.WaitReturned());
+        Outcome const outcome{nsSince(start), sleeper.Hooks.SpinLookCalls.load()};
+        sleeper.Join();
+        work.store(0);
+        return outcome;
+    };
+    // Claims right after the sleep begins, until one comes within the bound
+    // of the start of the idling (on a native build most do; another test
+    // on the same CPUs may delay some).
+    auto learn = [&] {
+        for (unsigned attempt = 0; attempt < (adaptive ? 200u : 20u); ++attempt) {
+            Outcome const outcome = idleOnce(std::chrono::nanoseconds(0));
+            std::uint64_t const learned = idle.LearnedSpinNs(0);
+            if (!adaptive) {
+                REQUIRE(learned == 0); // off: the spin is its rounds, whatever the gaps
+                continue;
+            }
+            if (learned == 0) {
+                continue;
+            }
+            CAPTURE(attempt, learned, outcome.OuterNs, idle.LastSpinNs(0));
+            // 1.5 times the idling: more than its spin, less than the outside view.
+            REQUIRE(learned <= maxNs);
+            REQUIRE(learned <= outcome.OuterNs + outcome.OuterNs / 2);
+            REQUIRE(learned >= std::min(maxNs, idle.LastSpinNs(0) + idle.LastSpinNs(0) / 2));
+            REQUIRE(idle.SpinsBeforePark(0));
+            return learned;
+        }
+        return std::uint64_t(0);
+    };
+    bool const slowHost = ftl_test::kThreadSanitizer || ftl_test::kAddressSanitizer ||
+                          ftl_test::kCpuEmulated || ftl_test::kWine;
+
+    // A sleep a timer's poll ends says nothing of a waker's gaps: the spin
+    // keeps its rounds.
+    auto const pollEnded = [&](unsigned pollsBeforeWork) {
+        TestHooks hooks;
+        hooks.Idle = &idle;
+        hooks.PollInterval = 20 * 1000; // 20 us
+        // The spin's looks, the re-check, then one look after each poll.
+        hooks.VisibleFromCall = ftl::detail::kSpinRounds + 1 + pollsBeforeWork;
+        std::thread worker([&] { idle.Idle(0, EmptyQueueBehavior::Sleep, hooks); });
+        bool const left = SpinUntil([&] { return hooks.WorkVisibleCalls.load() >= hooks.VisibleFromCall; });
+        if (!left) {
+            idle.Notify();
+        }
+        worker.join();
+        REQUIRE(left);
+        REQUIRE(hooks.PollCalls.load() == 1 + pollsBeforeWork);
+        return hooks.SpinLookCalls.load();
+    };
+    REQUIRE(pollEnded(2) == ftl::detail::kSpinRounds);
+    REQUIRE(idle.LearnedSpinNs(0) == 0);
+
+    std::uint64_t const learned = learn();
+    if (!adaptive) {
+        return;
+    }
+    if (learned == 0) {
+        // Under a sanitizer, an emulator or Wine no claim may come that soon.
+        REQUIRE(slowHost);
+        return;
+    }
+    // The next spin lasts that long; a sleep longer than the bound then
+    // drops what it learned, and the spin is its rounds again.
+    Outcome const longSleep = idleOnce(std::chrono::nanoseconds(maxNs) + std::chrono::milliseconds(5));
+    CAPTURE(learned, longSleep.SpinLooks);
+    REQUIRE(idle.LastSpinNs(0) >= learned);
+    REQUIRE(longSleep.SpinLooks >= ftl::detail::kSpinRounds);
+    REQUIRE(idle.LearnedSpinNs(0) == 0);
+    REQUIRE(idle.SpinsBeforePark(0)); // one miss
+    // With a timer due, a spin does not poll, so it keeps to its rounds.
+    if (learn() != 0) {
+        REQUIRE(pollEnded(1) == ftl::detail::kSpinRounds);
+    }
 }
 
 TEST_CASE("IdleState: a worker that is not a searcher spins while it sees work it holds back from",
