@@ -60,9 +60,11 @@ constexpr unsigned kSpinMissLimit = 2;
 // times that long the next time, up to kMaxSpinNs, so that a producer with
 // gaps that short (a main thread's own work between batches of jobs, W1f)
 // finds it still searching and pays no futex wake (2-4 us on a KVM host,
-// 3-5% of a 65 us frame). Any other sleep that outlasts the spin drops the
-// learned length again. The bound is the one Linux's haltpoll idle governor
-// uses for a guest's CPUs.
+// 3-5% of a 65 us frame). Any other sleep that outlasts the spin, and any
+// idling longer than the bound, drops the learned length again; a sleep a
+// timer's poll ends teaches nothing (the timed wait is on time without a
+// spin). The bound is the one Linux's haltpoll idle governor uses for a
+// guest's CPUs.
 constexpr std::uint64_t kMaxSpinNs = 200000;
 
 class IdleState {
@@ -173,19 +175,24 @@ private:
 
     static std::uint64_t Bit(unsigned index) { return std::uint64_t(1) << (index % 64); }
     // After a sleep of `sleptNs`: would a spin have caught its end? `claimed`:
-    // a waker ended it (a timer's poll is on time without any spin).
+    // a waker ended it (not a timer's poll).
     void SleptFor(Slot &slot, std::uint64_t sleptNs, bool claimed) const {
         std::uint64_t const gapNs = NowNs() - slot.IdleFromNs;
         if (claimed && m_adaptiveSpin && gapNs <= kMaxSpinNs) {
             slot.SpinMisses = 0;
             slot.SpinForNs = std::min(kMaxSpinNs, gapNs + gapNs / 2);
-        } else if (sleptNs <= slot.SpinNs) {
-            slot.SpinMisses = 0;
-        } else {
+            return;
+        }
+        if (gapNs > kMaxSpinNs || sleptNs > slot.SpinNs) {
+            // Also after a sleep shorter than a learned spin: the gaps have
+            // grown past the bound, and spinning through most of each would
+            // waste it.
             slot.SpinForNs = 0;
-            if (slot.SpinMisses < kSpinMissLimit) {
-                ++slot.SpinMisses;
-            }
+        }
+        if (sleptNs <= slot.SpinNs) {
+            slot.SpinMisses = 0;
+        } else if (slot.SpinMisses < kSpinMissLimit) {
+            ++slot.SpinMisses;
         }
     }
     void Wake(unsigned index);
@@ -193,9 +200,10 @@ private:
     void Park(unsigned self, Hooks &hooks);
     // A parked worker that sees work (or must stop idling) takes its bit back
     // and leaves; false when it stays parked.
-    // `slept`: after a sleep (a claim then counts as a wake-up).
+    // `slept`: after a sleep (a claim then counts as a wake-up); `claimed`
+    // (if given) tells whether a waker had claimed it.
     template <class Hooks>
-    bool LeaveIfWork(unsigned self, Hooks &hooks, bool slept);
+    bool LeaveIfWork(unsigned self, Hooks &hooks, bool slept, bool *claimed = nullptr);
 
     // Set at Init, read on every item a worker finds (FoundWork): on a line
     // no other thread writes. (Beside the searcher count they cost W3 about
@@ -258,9 +266,17 @@ void IdleState::Idle(unsigned self, EmptyQueueBehavior behavior, Hooks &hooks) {
     slot.IdleFromNs = from;
     if (spin) {
         // Past its rounds, a spin goes on for its learned length, unless a
-        // timer or a drain check is due (the spin does not poll).
-        for (unsigned round = 0;
-             round < kSpinRounds || (NowNs() - from < slot.SpinForNs && hooks.PollNs() == 0); ++round) {
+        // timer or a drain check falls due before it ends (the spin does not
+        // poll) or the hooks say stop.
+        auto const goOn = [&] {
+            std::uint64_t const spunNs = NowNs() - from;
+            if (spunNs >= slot.SpinForNs) {
+                return false;
+            }
+            std::uint64_t const pollNs = hooks.PollNs();
+            return (pollNs == 0 || pollNs > slot.SpinForNs - spunNs) && !hooks.StopIdling(behavior);
+        };
+        for (unsigned round = 0; round < kSpinRounds || goOn(); ++round) {
             for (unsigned i = 0; i < kSpinPauses; ++i) {
                 CpuRelax();
             }
@@ -316,8 +332,9 @@ void IdleState::Park(unsigned self, Hooks &hooks) {
         }
         FutexWaitFor(&slot.WakeSeq, seq, pollNs);
         hooks.Poll();
-        if (LeaveIfWork(self, hooks, true)) {
-            SleptFor(slot, NowNs() - sleptFrom, false);
+        bool claimed = false;
+        if (LeaveIfWork(self, hooks, true, &claimed)) {
+            SleptFor(slot, NowNs() - sleptFrom, claimed);
             return;
         }
     }
@@ -328,13 +345,16 @@ void IdleState::Park(unsigned self, Hooks &hooks) {
 }
 
 template <class Hooks>
-bool IdleState::LeaveIfWork(unsigned self, Hooks &hooks, bool slept) {
+bool IdleState::LeaveIfWork(unsigned self, Hooks &hooks, bool slept, bool *claimed) {
     bool const work = hooks.WorkVisible();
     if (!work && !hooks.StopIdling(EmptyQueueBehavior::Sleep)) {
         return false;
     }
     if (!UnsetParked(self)) {
         // A waker claimed us first: we wake as a searcher.
+        if (claimed != nullptr) {
+            *claimed = true;
+        }
         AddClaimedSearcher();
         m_slots[self].Searching = true;
         if (slept) {

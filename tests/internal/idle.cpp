@@ -899,48 +899,54 @@ TEST_CASE("IdleState: the adaptive spin stops after spins that missed and comes 
     REQUIRE_FALSE(idle.SpinsBeforePark(0));
 }
 
-TEST_CASE(
-    "IdleState: a worker claimed soon after it began idling spins that long the next time, up to a bound",
-    "[internal][idle]") {
+TEST_CASE("IdleState: the adaptive spin learns the gaps a waker ends soon, up to a bound",
+          "[internal][idle]") {
     bool const adaptive = GENERATE(true, false);
     INFO("adaptive spin " << adaptive);
     IdleState idle;
     idle.Init(2, true, true, adaptive);
     std::atomic<int> work{0};
     std::uint64_t const maxNs = ftl::detail::kMaxSpinNs;
+    unsigned const rounds = ftl::detail::kSpinRounds;
     using Clock = std::chrono::steady_clock;
-    auto nsSince = [](Clock::time_point from) {
-        return static_cast<std::uint64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - from).count());
-    };
-    // One Idle call on worker 0, woken by Notify `sleep` after it is asleep.
-    // Returns the time from before its start to after its return (longer
-    // than its idling) and its spin's looks.
-    struct Outcome {
-        std::uint64_t OuterNs;
-        unsigned SpinLooks;
-    };
-    auto idleOnce = [&](std::chrono::nanoseconds sleep) {
+    // One Idle call on worker 0 with these hooks, woken by Notify `sleep`
+    // after it is asleep. Returns the time from before its start to after
+    // its return: longer than its idling.
+    auto idleOnce = [&](TestHooks &hooks, std::chrono::nanoseconds sleep) {
+        hooks.Idle = &idle;
+        hooks.Work = &work;
+        std::atomic<bool> returned{false};
         auto const start = Clock::now();
-        Sleeper sleeper(idle, 0, &work);
-        REQUIRE(sleeper.WaitAsleep());
-        if (sleep.count() > 0) {
-            std::this_thread::sleep_for(sleep);
+        std::thread worker([&] {
+            idle.Idle(0, EmptyQueueBehavior::Sleep, hooks);
+            returned.store(true);
+        });
+        bool const ended = SpinUntil([&] { return returned.load() || hooks.PollNsCallsParked.load() >= 1; });
+        if (!returned.load()) {
+            // On the clock: a sleep may oversleep by more than the bound.
+            auto const until = Clock::now() + sleep;
+            while (Clock::now() < until) {
+                ftl::detail::CpuRelax();
+            }
+            work.store(1);
+            idle.Notify();
         }
-        work.store(1);
-        idle.Notify();
-        REQUIRE(sleeper.WaitReturned());
-        Outcome const outcome{nsSince(start), sleeper.Hooks.SpinLookCalls.load()};
-        sleeper.Join();
+        worker.join();
+        auto const outerNs = static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
         work.store(0);
-        return outcome;
+        REQUIRE(ended);
+        return outerNs;
     };
-    // Claims right after the sleep begins, until one comes within the bound
-    // of the start of the idling (on a native build most do; another test
-    // on the same CPUs may delay some).
-    auto learn = [&] {
+    // Claims `sleep` after the sleep begins (a sleep with a timeout when
+    // `pollInterval` is not 0, as with a timer pending), until one comes
+    // within the bound of the start of the idling: on a native build most
+    // do, though another test on the same CPUs may delay some.
+    auto learn = [&](std::uint64_t pollInterval, std::chrono::nanoseconds sleep) {
         for (unsigned attempt = 0; attempt < (adaptive ? 200u : 20u); ++attempt) {
-            Outcome const outcome = idleOnce(std::chrono::nanoseconds(0));
+            TestHooks hooks;
+            hooks.PollInterval = pollInterval;
+            std::uint64_t const outerNs = idleOnce(hooks, sleep);
             std::uint64_t const learned = idle.LearnedSpinNs(0);
             if (!adaptive) {
                 REQUIRE(learned == 0); // off: the spin is its rounds, whatever the gaps
@@ -949,11 +955,14 @@ TEST_CASE(
             if (learned == 0) {
                 continue;
             }
-            CAPTURE(attempt, learned, outcome.OuterNs, idle.LastSpinNs(0));
-            // 1.5 times the idling: more than its spin, less than the outside view.
+            CAPTURE(attempt, learned, outerNs, idle.LastSpinNs(0), hooks.SpinLookCalls.load());
+            // 1.5 times the idling: less than 1.5 times the outside view,
+            // more than 1.5 times its spin (when it spun).
             REQUIRE(learned <= maxNs);
-            REQUIRE(learned <= outcome.OuterNs + outcome.OuterNs / 2);
-            REQUIRE(learned >= std::min(maxNs, idle.LastSpinNs(0) + idle.LastSpinNs(0) / 2));
+            REQUIRE(learned <= outerNs + outerNs / 2);
+            if (hooks.SpinLookCalls.load() >= rounds) {
+                REQUIRE(learned >= std::min(maxNs, idle.LastSpinNs(0) + idle.LastSpinNs(0) / 2));
+            }
             REQUIRE(idle.SpinsBeforePark(0));
             return learned;
         }
@@ -961,29 +970,34 @@ TEST_CASE(
     };
     bool const slowHost = ftl_test::kThreadSanitizer || ftl_test::kAddressSanitizer ||
                           ftl_test::kCpuEmulated || ftl_test::kWine;
-
-    // A sleep a timer's poll ends says nothing of a waker's gaps: the spin
-    // keeps its rounds.
-    auto const pollEnded = [&](unsigned pollsBeforeWork) {
+    // A sleep that a timer's poll ends, no waker: the look after the
+    // `polls`-th poll sees work. Returns the spin's looks.
+    auto pollEnded = [&](unsigned polls, std::uint64_t pollInterval) {
         TestHooks hooks;
         hooks.Idle = &idle;
-        hooks.PollInterval = 20 * 1000; // 20 us
+        hooks.PollInterval = pollInterval;
         // The spin's looks, the re-check, then one look after each poll.
-        hooks.VisibleFromCall = ftl::detail::kSpinRounds + 1 + pollsBeforeWork;
-        std::thread worker([&] { idle.Idle(0, EmptyQueueBehavior::Sleep, hooks); });
-        bool const left = SpinUntil([&] { return hooks.WorkVisibleCalls.load() >= hooks.VisibleFromCall; });
+        hooks.VisibleFromCall = rounds + 1 + polls;
+        std::atomic<bool> returned{false};
+        std::thread worker([&] {
+            idle.Idle(0, EmptyQueueBehavior::Sleep, hooks);
+            returned.store(true);
+        });
+        bool const left = SpinUntil([&] { return returned.load(); });
         if (!left) {
             idle.Notify();
         }
         worker.join();
         REQUIRE(left);
-        REQUIRE(hooks.PollCalls.load() == 1 + pollsBeforeWork);
+        REQUIRE(hooks.PollCalls.load() == 1 + polls);
         return hooks.SpinLookCalls.load();
     };
-    REQUIRE(pollEnded(2) == ftl::detail::kSpinRounds);
+
+    // Such a sleep teaches nothing: the timed wait is on time without a spin.
+    REQUIRE(pollEnded(2, 20 * 1000) == rounds);
     REQUIRE(idle.LearnedSpinNs(0) == 0);
 
-    std::uint64_t const learned = learn();
+    std::uint64_t const learned = learn(0, std::chrono::nanoseconds(0));
     if (!adaptive) {
         return;
     }
@@ -994,16 +1008,43 @@ TEST_CASE(
     }
     // The next spin lasts that long; a sleep longer than the bound then
     // drops what it learned, and the spin is its rounds again.
-    Outcome const longSleep = idleOnce(std::chrono::nanoseconds(maxNs) + std::chrono::milliseconds(5));
-    CAPTURE(learned, longSleep.SpinLooks);
-    REQUIRE(idle.LastSpinNs(0) >= learned);
-    REQUIRE(longSleep.SpinLooks >= ftl::detail::kSpinRounds);
-    REQUIRE(idle.LearnedSpinNs(0) == 0);
-    REQUIRE(idle.SpinsBeforePark(0)); // one miss
-    // With a timer due, a spin does not poll, so it keeps to its rounds.
-    if (learn() != 0) {
-        REQUIRE(pollEnded(1) == ftl::detail::kSpinRounds);
+    {
+        TestHooks hooks;
+        idleOnce(hooks, std::chrono::nanoseconds(maxNs) + std::chrono::milliseconds(5));
+        CAPTURE(learned, hooks.SpinLookCalls.load());
+        REQUIRE(idle.LastSpinNs(0) >= learned);
+        REQUIRE(hooks.SpinLookCalls.load() >= rounds);
+        REQUIRE(idle.LearnedSpinNs(0) == 0);
+        REQUIRE(idle.SpinsBeforePark(0));
     }
+    // A claim that ends a sleep with a timeout (a timer pending) teaches too.
+    if (learn(1000 * 1000 * 1000, std::chrono::nanoseconds(0)) == 0) {
+        REQUIRE(slowHost);
+        return;
+    }
+    // A timer due before the learned spin would end stops it after its
+    // rounds (the spin does not poll)...
+    REQUIRE(pollEnded(1, 1) == rounds);
+    // ...and one due later does not. A claim 100 us into the sleep teaches
+    // at least 150 us, well past the rounds' length (a claim right after a
+    // park without a spin may teach less than it); the rounds may still be
+    // held up: a few tries.
+    bool extended = false;
+    unsigned tries = 0;
+    for (unsigned attempt = 0; attempt < 10 && !extended; ++attempt) {
+        if (learn(0, std::chrono::microseconds(100)) < 150 * 1000) {
+            continue;
+        }
+        ++tries;
+        TestHooks hooks;
+        hooks.PollInterval = 1000 * 1000 * 1000; // 1 s
+        hooks.VisibleFromCall = rounds + 2;      // the longer spin's second look
+        idleOnce(hooks, std::chrono::nanoseconds(0));
+        CAPTURE(attempt, hooks.SpinLookCalls.load(), hooks.SeenParked.load());
+        extended = hooks.SeenParked.load() == 0 && hooks.SpinLookCalls.load() == rounds + 2;
+    }
+    CAPTURE(tries);
+    REQUIRE((extended || slowHost));
 }
 
 TEST_CASE("IdleState: a worker that is not a searcher spins while it sees work it holds back from",
