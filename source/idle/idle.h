@@ -4,14 +4,14 @@
 // touches the bitmap, the searcher count or the futex words itself.
 //
 // A worker out of work becomes a searcher (if fewer than half the workers
-// already search), spins a while looking for work (while such spins pay, as
-// long as its recent short gaps, and while it sees work it holds back from),
-// then parks on a futex word of its own. Parked workers are bits in a bitmap,
-// so a waker finds one in O(1) (count trailing zeros) and claims it by
-// clearing its bit; a claimed worker wakes as a searcher. A waker that sees a
-// searcher wakes no one: the searcher finds the work, or re-checks after it
-// announces itself parked. The last searcher to find work wakes one more
-// parked worker if more work is visible: wake-ups spread as a chain while
+// already search), spins a while looking for work (while such spins pay, for
+// as long as its recent short gaps lasted, and while it sees work it holds
+// back from), then parks on a futex word of its own. Parked workers are bits
+// in a bitmap, so a waker finds one in O(1) (count trailing zeros) and claims
+// it by clearing its bit; a claimed worker wakes as a searcher. A waker that
+// sees a searcher wakes no one: the searcher finds the work, or re-checks
+// after it announces itself parked. The last searcher to find work wakes one
+// more parked worker if more work is visible: wake-ups spread as a chain while
 // there is work to find, never as a herd, and a lone task starts without
 // paying for a second futex wake.
 //
