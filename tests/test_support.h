@@ -80,6 +80,11 @@ constexpr bool kWine = true;
 constexpr bool kWine = false;
 #endif
 
+// Any of the above: code runs several times slower than in a plain native
+// build, so a timing-dependent figure (a wake-up count, a steal count) holds
+// only where it is measured natively.
+constexpr bool kSlowBuild = kThreadSanitizer || kAddressSanitizer || kCpuEmulated || kWine;
+
 inline ftl::TaskSchedulerInitOptions
 Options(unsigned threads, ftl::EmptyQueueBehavior behavior = ftl::EmptyQueueBehavior::Sleep) {
     ftl::TaskSchedulerInitOptions options;

@@ -3,11 +3,13 @@
 namespace ftl {
 namespace detail {
 
-void IdleState::Init(unsigned numWorkers, bool limitSearchers, bool spinBeforePark, bool adaptiveSpin) {
+void IdleState::Init(unsigned numWorkers, bool limitSearchers, bool spinBeforePark, bool adaptiveSpin,
+                     std::uint64_t maxSpinNs) {
     m_numWorkers = numWorkers;
     m_limitSearchers = limitSearchers;
     m_spinBeforePark = spinBeforePark;
     m_adaptiveSpin = adaptiveSpin;
+    m_maxSpinNs = maxSpinNs;
     m_slots.reset(new Slot[numWorkers]);
 }
 

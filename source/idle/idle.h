@@ -55,16 +55,17 @@ constexpr unsigned kSpinPauses = 32;
 // scheduler counts the spin against it) and waits for it to block; W8 took
 // about 9 us instead of 5.
 constexpr unsigned kSpinMissLimit = 2;
-// The adaptive spin also learns gaps: a worker claimed by a waker within
-// kMaxSpinNs of the start of its idling (its spin and its sleep) spins 1.5
-// times that long the next time, up to kMaxSpinNs, so that a producer with
+// The adaptive spin also learns gaps: a worker claimed by a waker within a
+// bound (kMaxSpinNs unless TaskSchedulerInitOptions::MaxIdleSpinMicros says
+// otherwise) of the start of its idling (its spin and its sleep) spins 1.5
+// times that long the next time, up to the bound, so that a producer with
 // gaps that short (a main thread's own work between batches of jobs, W1f)
 // finds it still searching and pays no futex wake (2-4 us on a KVM host,
 // 3-5% of a 65 us frame). Any other sleep that outlasts the spin, and any
 // idling longer than the bound, drops the learned length again; a sleep a
 // timer's poll ends teaches nothing (the timed wait is on time without a
-// spin). The bound is the one Linux's haltpoll idle governor uses for a
-// guest's CPUs.
+// spin). The default bound is the one Linux's haltpoll idle governor uses
+// for a guest's CPUs.
 constexpr std::uint64_t kMaxSpinNs = 200000;
 
 class IdleState {
@@ -72,8 +73,9 @@ public:
     // limitSearchers: a worker becomes a searcher only while fewer than half
     // the workers search (a measurement switch can lift it); spinBeforePark:
     // look a while before parking; adaptiveSpin: only while spinning pays
-    // (kSpinMissLimit).
-    void Init(unsigned numWorkers, bool limitSearchers, bool spinBeforePark, bool adaptiveSpin = true);
+    // (kSpinMissLimit), and for as long as its recent gaps, up to maxSpinNs.
+    void Init(unsigned numWorkers, bool limitSearchers, bool spinBeforePark, bool adaptiveSpin = true,
+              std::uint64_t maxSpinNs = kMaxSpinNs);
 
     // The idle side, called by worker `self` when it found no work. Hooks:
     //   bool WorkVisible()                   any queue `self` could take from
@@ -142,7 +144,7 @@ public:
     // How long worker `self`'s last full spin took (0 before the first).
     std::uint64_t LastSpinNs(unsigned self) const { return m_slots[self].SpinNs; }
     // How long worker `self`'s next spin lasts at least, learned from its
-    // gaps (kMaxSpinNs); 0: its kSpinRounds rounds only.
+    // gaps (up to Init's maxSpinNs); 0: its kSpinRounds rounds only.
     std::uint64_t LearnedSpinNs(unsigned self) const { return m_slots[self].SpinForNs; }
     // Times worker `index` went to sleep, and times a waker claimed it.
     std::uint64_t Parks(unsigned index) const { return m_slots[index].Parks.load(std::memory_order_relaxed); }
@@ -178,12 +180,12 @@ private:
     // a waker ended it (not a timer's poll).
     void SleptFor(Slot &slot, std::uint64_t sleptNs, bool claimed) const {
         std::uint64_t const gapNs = NowNs() - slot.IdleFromNs;
-        if (claimed && m_adaptiveSpin && gapNs <= kMaxSpinNs) {
+        if (claimed && m_adaptiveSpin && gapNs <= m_maxSpinNs) {
             slot.SpinMisses = 0;
-            slot.SpinForNs = std::min(kMaxSpinNs, gapNs + gapNs / 2);
+            slot.SpinForNs = std::min(m_maxSpinNs, gapNs + gapNs / 2);
             return;
         }
-        if (gapNs > kMaxSpinNs || sleptNs > slot.SpinNs) {
+        if (gapNs > m_maxSpinNs || sleptNs > slot.SpinNs) {
             // Also after a sleep shorter than a learned spin: the gaps have
             // grown past the bound, and spinning through most of each would
             // waste it.
@@ -214,6 +216,7 @@ private:
     bool m_limitSearchers = true;
     bool m_spinBeforePark = true;
     bool m_adaptiveSpin = true;
+    std::uint64_t m_maxSpinNs = kMaxSpinNs;
     alignas(64) std::atomic<std::uint64_t> m_parked[kMaxWorkers / 64] = {};
     // Always equal to the number of workers whose Searching is set: a claimed
     // worker counts itself once awake (AddClaimedSearcher), never its claimer

@@ -28,6 +28,9 @@
 namespace ftl {
 namespace detail {
 
+static_assert(std::uint64_t{TaskSchedulerInitOptions().MaxIdleSpinMicros} * 1000 == kMaxSpinNs,
+              "MaxIdleSpinMicros's default is the idle state's default bound");
+
 int Scheduler::Init(TaskScheduler &owner, TaskSchedulerInitOptions const &options,
                     Mechanisms const &mechanisms) {
     if (owner.m_impl != nullptr) {
@@ -95,7 +98,7 @@ InitError Scheduler::Start() {
     }
     StartTrace();
     m_idle.Init(m_numWorkers, m_mechanisms.SearcherLimit, m_mechanisms.SpinBeforePark,
-                m_mechanisms.AdaptiveSpin);
+                m_mechanisms.AdaptiveSpin, std::uint64_t{options.MaxIdleSpinMicros} * 1000);
     m_closures.Init(m_numWorkers);
     m_behavior.store(options.Behavior, std::memory_order_relaxed);
 

@@ -901,12 +901,21 @@ TEST_CASE("IdleState: the adaptive spin stops after spins that missed and comes 
 
 TEST_CASE("IdleState: the adaptive spin learns the gaps a waker ends soon, up to a bound",
           "[internal][idle]") {
-    bool const adaptive = GENERATE(true, false);
-    INFO("adaptive spin " << adaptive);
+    // The default bound, a lower one (MaxIdleSpinMicros = 120: still longer
+    // than the spin's rounds) and 0: no learning, as with the adaptive spin
+    // off.
+    struct Case {
+        bool Adaptive;
+        std::uint64_t MaxNs;
+    };
+    Case const c = GENERATE(Case{true, ftl::detail::kMaxSpinNs}, Case{false, ftl::detail::kMaxSpinNs},
+                            Case{true, 120 * 1000}, Case{true, 0});
+    INFO("adaptive spin " << c.Adaptive << ", bound " << c.MaxNs << " ns");
     IdleState idle;
-    idle.Init(2, true, true, adaptive);
+    idle.Init(2, true, true, c.Adaptive, c.MaxNs);
     std::atomic<int> work{0};
-    std::uint64_t const maxNs = ftl::detail::kMaxSpinNs;
+    std::uint64_t const maxNs = c.MaxNs;
+    bool const adaptive = c.Adaptive && maxNs > 0;
     unsigned const rounds = ftl::detail::kSpinRounds;
     using Clock = std::chrono::steady_clock;
     // One Idle call on worker 0 with these hooks, woken by Notify `sleep`
@@ -966,8 +975,7 @@ TEST_CASE("IdleState: the adaptive spin learns the gaps a waker ends soon, up to
         }
         return std::uint64_t(0);
     };
-    bool const slowHost = ftl_test::kThreadSanitizer || ftl_test::kAddressSanitizer ||
-                          ftl_test::kCpuEmulated || ftl_test::kWine;
+    bool const slowHost = ftl_test::kSlowBuild;
     // A sleep that a timer's poll ends, no waker: the look after the
     // `polls`-th poll sees work. Returns the spin's looks.
     auto pollEnded = [&](unsigned polls, std::uint64_t pollInterval) {
@@ -1026,7 +1034,13 @@ TEST_CASE("IdleState: the adaptive spin learns the gaps a waker ends soon, up to
     // ...and one due later does not. A claim 100 us into the sleep teaches
     // at least 150 us, well past the rounds' length (a claim right after a
     // park without a spin may teach less than it); the rounds may still be
-    // held up: a few tries.
+    // held up: a few tries. Under the lower bound a claim 150 us into the
+    // sleep teaches nothing.
+    if (maxNs < ftl::detail::kMaxSpinNs) {
+        learn(0, std::chrono::microseconds(150));
+        REQUIRE(idle.LearnedSpinNs(0) == 0);
+        return;
+    }
     bool extended = false;
     unsigned tries = 0;
     for (unsigned attempt = 0; attempt < 10 && !extended; ++attempt) {
