@@ -218,8 +218,18 @@ def pair_section(pair):
         return f", library {run['library']}" if run.get("library") else ""
 
     if several:
-        listed = "; ".join(f"run {i}: {run['started']} to {run['finished']}{library(run)}, {run['rounds']} rounds, "
-                           f"medians of {run['repetitions']} repetitions"
+        # A run given --filter measured only some workloads: say which.
+        measured = {}
+        for row in pair["rows"]:
+            measured.setdefault(row.get("run", 1), set()).add(row["figure"].split(" ")[0])
+        every = set().union(*measured.values())
+
+        def only(i):
+            mine = measured.get(i, set())
+            return f", {', '.join(sorted(mine))} only" if mine and mine != every else ""
+
+        listed = "; ".join(f"run {i}: {run['started']} to {run['finished']}{library(run)}, {run['rounds']} rounds"
+                           f"{only(i)}, medians of {run['repetitions']} repetitions"
                            + ("" if run.get("kept_samples", True) else ", its file without samples")
                            for i, run in enumerate(runs, 1))
         source = (f"{len(runs)} runs of `ftl_bench --threads-pair`, reported as one by `ftl_bench --pair-merge` "
