@@ -699,9 +699,10 @@ TEST_CASE("MaxIdleSpinMicros bounds the gaps an idle worker spins through", "[id
     // sleeps through each gap and every batch wakes it (the price of a
     // core left free); with a bound of 1,000 us it spins through them, and
     // far fewer batches wake it: 13-40 of 200 on the benchmark host, those
-    // it ended while the Init thread's worker searched (a worker that cannot
-    // search parks at once; see "Idle workers" in docs/design.adoc). (Only
-    // the run counts hold where the loop itself is slow, as above.)
+    // it ended while the Init thread's worker searched (a worker that may
+    // not search parks at once: with the searcher limit lifted, 0-1; see
+    // "Idle workers" in docs/design.adoc). (Only the run counts hold where
+    // the loop itself is slow, as above.)
     std::uint64_t mostWakeUps = 0;
     for (unsigned run = 0; run < 3 && mostWakeUps < kWakeBatches * 3 / 4; ++run) {
         mostWakeUps = std::max(mostWakeUps, WakeUpsBetweenBatches(300, 200));
