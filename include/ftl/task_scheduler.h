@@ -120,7 +120,7 @@ struct TaskSchedulerInitOptions {
     // 10-50 us) each time, and longer only while wakers keep bringing work
     // soon after it ran out: up to 1.5 times those gaps, at most this long,
     // so that batches handed out that close together find it awake and pay
-    // no wake-up (2-5 us each). It keeps its core busy meanwhile. 0: never
+    // no wake-up (2-4 us each on a KVM host). It keeps its core busy meanwhile. 0: never
     // longer than the brief look (fewer CPU-seconds, a wake-up per batch).
     unsigned MaxIdleSpinMicros = 200;
 };
