@@ -30,6 +30,7 @@
 //   patient.
 #pragma once
 
+#include "ftl/detail/lock_thread.h"
 #include "ftl/detail/wait_list.h"
 
 #include <atomic>
@@ -57,12 +58,25 @@ public:
 
     // Locks, parking the fiber while another holds it. pinToThread: resume on
     // this thread after a park.
-    void lock(bool pinToThread = false);
+    void lock(bool pinToThread = false) { lock_spin(pinToThread, kLockSpinAttempts); }
     bool try_lock();
-    void unlock();
+    void unlock() {
+        if (m_owner.load(std::memory_order_relaxed) != detail::TaskIdentityOf(detail::CurrentLockThread())) {
+            UnlockMisuse();
+        }
+        Release();
+    }
 
     // Spins up to `iterations` attempts, then parks like lock().
-    void lock_spin(bool pinToThread = false, unsigned iterations = 1000);
+    void lock_spin(bool pinToThread = false, unsigned iterations = 1000) {
+        // Uncontended, inlined in the caller: a look, a compare-exchange and
+        // the bookkeeping, no call.
+        if (LookAndAcquire()) {
+            NoteAcquired(detail::CurrentLockThread());
+            return;
+        }
+        LockContended(pinToThread, iterations);
+    }
     // Spins until it gets the lock; never parks.
     void lock_spin_infinite(bool pinToThread = false);
 
@@ -71,6 +85,8 @@ private:
     // in a table outside the Fibtex, keyed by its address (fibtex.cpp).
     static constexpr std::uint32_t kUnlocked = 0;
     static constexpr std::uint32_t kLocked = 1;
+    // Looks lock() makes before it parks (fibtex.cpp).
+    static constexpr unsigned kLockSpinAttempts = 24;
 
     bool TryAcquire() {
         std::uint32_t expected = kUnlocked;
@@ -102,11 +118,44 @@ private:
     void AcquiredAfterWait(unsigned looked, unsigned start, std::uint32_t acquisitionsBefore);
     // Parks until an unlock wakes it, then spins again, until it has the lock.
     void LockSlow(bool pinToThread, unsigned iterations);
-    // After an acquisition: the owner, and the acquiring worker's run
-    // (nullptr: a thread outside the scheduler).
-    void SetOwner(void const *owner, detail::Worker *worker);
-    // unlock() after its ownership check.
-    void Release();
+    // After an acquisition, by the new owner on its thread: the owner, and
+    // the thread's run of acquisitions.
+    void NoteAcquired(detail::LockThreadState *thread) {
+        // A plain increment: only the new owner writes it, on a line it has
+        // just written with its compare-exchange.
+        std::uint32_t const acquisitions = m_acquisitions.load(std::memory_order_relaxed) + 1;
+        m_acquisitions.store(acquisitions, std::memory_order_relaxed);
+        m_owner.store(detail::TaskIdentityOf(thread), std::memory_order_relaxed);
+        if (thread->RunLock != this || thread->RunLast + 1 != acquisitions) {
+            thread->RunLock = this;
+            thread->RunFirst = acquisitions;
+        }
+        thread->RunLast = acquisitions;
+    }
+    // How many acquisitions in a row, with nobody else's between, the calling
+    // thread's latest run on this Fibtex was (0: its latest run was on
+    // another).
+    std::uint32_t RunOnThisThread() const;
+    // unlock() by a task that does not hold the lock: a fatal error.
+    [[noreturn]] void UnlockMisuse() const;
+    // unlock() after its ownership check. The store of 0 releases the lock,
+    // and the Fibtex may be gone right after it (the contract above allows
+    // that): from there on only the parking table's count and the address
+    // are used. The compiler keeps the read of the count after the store; a
+    // parker's process-wide barrier orders them on the CPU (fibtex.cpp).
+    void Release() {
+        m_owner.store(nullptr, std::memory_order_relaxed);
+        std::atomic<std::uint32_t> const &parked =
+            detail::g_parkingCounts[detail::ParkingBucketOf(this)].Parked;
+        m_state.store(kUnlocked, std::memory_order_release);
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        if (__builtin_expect(parked.load(std::memory_order_relaxed) != 0, false)) {
+            UnlockSlow(this);
+        }
+    }
+    // A Release that found waiters counted in its bucket: wakes the first
+    // parked for `mutex`, which may be gone.
+    static void UnlockSlow(void const *mutex);
 
     std::atomic<std::uint32_t> m_state{kUnlocked};
     // Where a contended lock() starts its backoff (log2 of the pauses between

@@ -104,12 +104,14 @@ Worker *HelpWhileWaiting(Worker *worker, TaskCounter *counter) {
     InlineHand hand;
     hand.Outer = self->Hand;
     self->Hand = &hand;
+    SetTaskIdentity(&hand);
     worker = worker->Observed() ? RunChildren<true>(worker, counter, hand)
                                 : RunChildren<false>(worker, counter, hand);
     if (hand.Holds()) {
         PutBack(worker->Tasks(hand.Queue), hand);
     }
     self->Hand = hand.Outer;
+    SetTaskIdentity(TaskIdentityOf(self));
     return worker;
 }
 

@@ -74,6 +74,47 @@ __attribute__((noinline)) void const *CurrentTaskIdentity() {
     return CurrentTaskIdentityNoSwitch();
 }
 
+__attribute__((noinline)) void SetTaskIdentity(void const *identity) {
+    asm volatile("" ::: "memory");
+    t_lockThread.Identity = identity;
+}
+
+#if FTL_INLINE_LOCK_THREAD
+// Constant-initialized: 0 until the first Fibtex or worker thread sets it.
+std::ptrdiff_t g_lockThreadOffset = 0;
+
+namespace {
+std::ptrdiff_t LockThreadOffsetHere() {
+    return reinterpret_cast<char *>(&t_lockThread) - ThreadPointer();
+}
+} // namespace
+
+void SetLockThreadOffset() {
+    static bool const set = [] {
+        g_lockThreadOffset = LockThreadOffsetHere();
+        return true;
+    }();
+    (void)set;
+}
+
+void CheckLockThread() {
+    SetLockThreadOffset();
+    if (LockThreadOffsetHere() != g_lockThreadOffset) {
+        FTL_FATAL("this thread's thread-local storage is not at the offset from its thread pointer that "
+                  "Fibtex's inlined lock uses (was the library loaded with its TLS model changed?)");
+    }
+}
+#else
+__attribute__((noinline)) LockThreadState *CurrentLockThread() {
+    asm volatile("" ::: "memory");
+    return &t_lockThread;
+}
+
+void SetLockThreadOffset() {}
+
+void CheckLockThread() {}
+#endif
+
 void Worker::Init(Scheduler *scheduler, GlobalQueue *globalQueues, unsigned index, int cpu,
                   Mechanisms const &mechanisms) {
     m_scheduler = scheduler;
@@ -102,6 +143,8 @@ void Worker::EnterThread(bool reported, bool pin, bool faultStack) {
     AdoptThreadStack(m_threadFiber, m_index, reported);
     m_threadFiber.CurrentWorker = this; // it runs without a switch into it
     m_currentFiber = &m_threadFiber;
+    CheckLockThread();
+    SetTaskIdentity(TaskIdentityOf(&m_threadFiber));
     if (faultStack) {
         m_faultStack.Enter();
     }
@@ -112,6 +155,7 @@ void Worker::LeaveThread() {
     m_faultStack.Leave();
     ReleaseThreadStack(m_threadFiber);
     SetCurrentWorker(nullptr);
+    SetTaskIdentity(nullptr);
 }
 
 void Worker::RunThread(Fiber *first) {
@@ -837,6 +881,7 @@ Worker *Worker::Arrived(void *message) {
     Worker *const worker = record.OnWorker;
     self->CurrentWorker = worker;
     worker->m_currentFiber = self;
+    SetTaskIdentity(TaskIdentityOf(self));
     // The attach first: the post-switch step may make this worker count as
     // started, and Init must not return before its first attach is reported.
     EventCallbacks const &callbacks = worker->m_scheduler->Callbacks();

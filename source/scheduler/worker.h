@@ -13,6 +13,7 @@
 #pragma once
 
 #include "fiber/fiber.h"
+#include "ftl/detail/lock_thread.h"
 #include "ftl/stats.h"
 #include "platform/fault.h"
 #include "platform/platform.h"
@@ -167,24 +168,6 @@ public:
     // This worker's finished tasks of `counter` not yet published.
     unsigned UnpublishedOf(TaskCounter const *counter) const {
         return m_doneCounter == counter ? m_doneCount : 0;
-    }
-
-    // --- Fibtex runs (fibtex.cpp, LockPatience) ---
-    // Called by the owner with a Fibtex it has just taken and the Fibtex's
-    // count of acquisitions, its own included: extends this worker's run on
-    // that Fibtex when nobody took it since this worker's last acquisition,
-    // else starts a new one.
-    void NoteLockTaken(void const *lock, std::uint32_t acquisitions) {
-        if (m_lockRun.Lock != lock || m_lockRun.Last + 1 != acquisitions) {
-            m_lockRun.Lock = lock;
-            m_lockRun.First = acquisitions;
-        }
-        m_lockRun.Last = acquisitions;
-    }
-    // How many acquisitions in a row, with nobody else's between, this
-    // worker's latest run on `lock` was (0: its latest run was on another).
-    std::uint32_t LockRunOf(void const *lock) const {
-        return m_lockRun.Lock == lock ? m_lockRun.Last - m_lockRun.First + 1 : 0;
     }
 
     // --- Switching ---
@@ -364,14 +347,6 @@ private:
     unsigned m_seenNextVictim = 0;
     std::uintptr_t m_seenNext = 0;
     bool m_observe = false; // m_trace, or a task or wait callback
-    // The latest run of Fibtex acquisitions (NoteLockTaken): the Fibtex, and
-    // its acquisition counts at the run's first and last.
-    struct LockRun {
-        void const *Lock = nullptr;
-        std::uint32_t First = 0;
-        std::uint32_t Last = 0;
-    };
-    LockRun m_lockRun;
     // Finished tasks not yet published: the tasks of one counter that finish
     // one after another on this worker lower it with a single atomic
     // operation (TaskEnded / PublishFinished).
@@ -437,11 +412,31 @@ Worker *CurrentWorkerOf(Scheduler const *scheduler);
 // Fibtex's owner check: a task run inline shares its waiting parent's fiber,
 // so it is told apart by the inline loop's hand.
 void const *CurrentTaskIdentity();
+// Sets the calling thread's task identity (LockThreadState::Identity): a
+// worker's at each switch and inline loop, nullptr when the thread stops
+// being a worker. Opaque, like SetCurrentWorker.
+void SetTaskIdentity(void const *identity);
+// The identity of the task running on `fiber`: the hand of the inline loop
+// that runs it, or else the fiber.
+inline void const *TaskIdentityOf(Fiber const *fiber) {
+    return fiber->Hand != nullptr ? static_cast<void const *>(fiber->Hand) : fiber;
+}
+// Checks, on a thread about to become a worker, that its LockThreadState is
+// where Fibtex's inlined lock looks for it (fatal if not).
+void CheckLockThread();
+// Sets g_lockThreadOffset, once: before the first Fibtex's lock can run.
+void SetLockThreadOffset();
 
 // The thread's variables behind CurrentWorker and CurrentTaskIdentity,
 // defined here so that every user knows they need no dynamic initialization.
+// t_lockThread is initial-exec where Fibtex's lock finds it from the thread
+// pointer (ftl/detail/lock_thread.h): at one offset from it on every thread.
 inline thread_local Worker *t_worker = nullptr;
-inline thread_local char t_threadIdentity = 0;
+#if FTL_INLINE_LOCK_THREAD
+inline thread_local LockThreadState t_lockThread __attribute__((tls_model("initial-exec")));
+#else
+inline thread_local LockThreadState t_lockThread;
+#endif
 
 // CurrentWorker, inlined, under the same rule as CurrentTaskIdentityNoSwitch
 // below.
@@ -452,17 +447,8 @@ inline Worker *CurrentWorkerNoSwitch() {
 // CurrentTaskIdentity, inlined: for a hot path that uses the result before
 // anything can switch fibers, in a function that itself never switches (so
 // the compiler has no later read to serve from this thread's TLS address).
-// It saves the call, about half a nanosecond, on Fibtex's uncontended lock
-// and unlock.
 inline void const *CurrentTaskIdentityNoSwitch() {
-    Worker const *worker = t_worker;
-    if (worker != nullptr) {
-        // A task run inline shares its waiting parent's fiber; the hand of the
-        // inline loop running it (on that fiber's stack) tells them apart.
-        Fiber const *fiber = worker->CurrentFiber();
-        return fiber->Hand != nullptr ? static_cast<void const *>(fiber->Hand) : fiber;
-    }
-    return &t_threadIdentity;
+    return TaskIdentityOf(&t_lockThread);
 }
 
 // ---- Inline: the order and the tick sit on every item's path ----

@@ -28,7 +28,15 @@
 // hash to its bucket (1 in 256) takes the slow path: it walks the bucket's
 // list under its lock, finds nobody of its own and goes on.
 //
-// g_parking and g_processBarrier have constant initializers (no dynamic
+// The uncontended lock (its first look and compare-exchange, and the owner
+// and run bookkeeping) and the unlock, all but UnlockSlow, are inline in
+// ftl/fibtex.h: the calls cost more than the rest of the path. They find the
+// calling thread's state (ftl/detail/lock_thread.h) from its thread pointer,
+// read anew each time, never from a thread_local address the compiler could
+// keep across a fiber switch in the caller's code; the bucket's count, which
+// every unlock reads, is in the header's g_parkingCounts, the lists here.
+//
+// The table and g_processBarrier have constant initializers (no dynamic
 // initialization), so they are ready before any constructor of a user's
 // static Fibtex runs.
 #include "ftl/fibtex.h"
@@ -48,27 +56,23 @@ namespace detail {
 
 namespace {
 
-// One bucket a cache line: the count is read by every unlock of the Fibtexes
-// that hash to it, so it shares its line with nothing the others write.
-struct alignas(64) ParkingBucket {
-    // Nodes linked here, of any Fibtex: an unlock reads it after its store.
-    std::atomic<std::uint32_t> Parked{0};
+// A bucket's waiters, a line apart from its count (ftl/detail/lock_thread.h)
+// and from the other buckets'.
+struct alignas(64) ParkingWaiters {
     WaitList Waiters;
 };
+ParkingWaiters g_parkingWaiters[1u << kParkingBucketBits];
 
-constexpr unsigned kParkingBucketBits = 8;
-ParkingBucket g_parking[1u << kParkingBucketBits];
+// A bucket: the count of nodes linked there, of any Fibtex (an unlock reads
+// it after its store), and the list of them.
+struct ParkingBucket {
+    std::atomic<std::uint32_t> &Parked;
+    WaitList &Waiters;
+};
 
-unsigned BucketIndexOf(void const *mutex) {
-    // Fibonacci hashing of the address without its low bits (a Fibtex is
-    // at least 8-byte aligned, and neighbours often sit a line apart).
-    auto const address = reinterpret_cast<std::uintptr_t>(mutex) >> 4;
-    std::uint64_t const mixed = std::uint64_t(address) * 0x9E3779B97F4A7C15ull;
-    return static_cast<unsigned>(mixed >> (64 - kParkingBucketBits));
-}
-
-ParkingBucket &BucketOf(void const *mutex) {
-    return g_parking[BucketIndexOf(mutex)];
+ParkingBucket BucketOf(void const *mutex) {
+    unsigned const index = ParkingBucketOf(mutex);
+    return {g_parkingCounts[index].Parked, g_parkingWaiters[index].Waiters};
 }
 
 // Whether the parker issues ProcessBarrier (the OS has one), decided once,
@@ -83,8 +87,8 @@ void DecideUnlock() {
     static bool const decided = [] {
         bool const barrier = EnableProcessBarrier();
         if (!barrier) {
-            for (ParkingBucket &bucket : g_parking) {
-                bucket.Parked.fetch_or(kFenceBit, std::memory_order_relaxed);
+            for (ParkingCount &count : g_parkingCounts) {
+                count.Parked.fetch_or(kFenceBit, std::memory_order_relaxed);
             }
         }
         g_processBarrier.store(barrier, std::memory_order_relaxed);
@@ -95,7 +99,7 @@ void DecideUnlock() {
 
 // The first node linked in `bucket` for `mutex`, or nullptr. Requires the
 // bucket's lock.
-WaitNode *FirstWaiterOf(ParkingBucket &bucket, void const *mutex) {
+WaitNode *FirstWaiterOf(ParkingBucket const &bucket, void const *mutex) {
     WaitNode *node = bucket.Waiters.Head;
     while (node != nullptr && node->Object != mutex) {
         node = node->Next;
@@ -103,14 +107,23 @@ WaitNode *FirstWaiterOf(ParkingBucket &bucket, void const *mutex) {
     return node;
 }
 
+} // namespace
+
+// Every unlock reads its bucket's count: constant-initialized, like the rest
+// of the table.
+ParkingCount g_parkingCounts[1u << kParkingBucketBits];
+
+} // namespace detail
+
 // An unlock that found its bucket's count not 0, after its store of 0: takes
 // the first node linked for `mutex` off the bucket and readies its waiter,
 // which then tries again. Touches only the table and the node:
 // `mutex` may be gone (see the top of the file), and then its address may
 // even name a newer Fibtex, whose waiter this wakes for nothing: it finds the
 // lock taken and parks again.
-__attribute__((noinline)) void UnlockSlow(void const *mutex) {
-    ParkingBucket &bucket = BucketOf(mutex);
+__attribute__((noinline)) void Fibtex::UnlockSlow(void const *mutex) {
+    using namespace detail;
+    ParkingBucket const bucket = BucketOf(mutex);
     if (!g_processBarrier.load(std::memory_order_relaxed)) {
         // The store of 0 before the read of the count, against the parker's
         // increment and fence before its read of the lock.
@@ -142,11 +155,11 @@ __attribute__((noinline)) void UnlockSlow(void const *mutex) {
     WakeWaiter(scheduler, node, Readier::TaskThatGoesOn);
 }
 
-} // namespace
+namespace detail {
 
 bool FibtexOps::Register(void *mutexPtr, WaitNode *node) {
     auto *mutex = static_cast<Fibtex *>(mutexPtr);
-    ParkingBucket &bucket = BucketOf(mutex);
+    ParkingBucket const bucket = BucketOf(mutex);
     {
         WaitListGuard guard(bucket.Waiters);
         node->Registered = false;
@@ -188,13 +201,13 @@ bool FibtexOps::HeldByCaller(Fibtex const &mutex) {
 }
 
 bool FibtexOps::HasWaiters(Fibtex const &mutex) {
-    ParkingBucket &bucket = BucketOf(&mutex);
+    ParkingBucket const bucket = BucketOf(&mutex);
     WaitListGuard guard(bucket.Waiters);
     return FirstWaiterOf(bucket, &mutex) != nullptr;
 }
 
 unsigned FibtexOps::BucketIndex(Fibtex const &mutex) {
-    return BucketIndexOf(&mutex);
+    return ParkingBucketOf(&mutex);
 }
 
 bool FibtexOps::ProcessBarrierUsed() {
@@ -222,12 +235,11 @@ constexpr unsigned kMaxBackoffLevel = 8;
 // 25 us) between looks: W5 with 2 long tasks went from 1.05-1.41 times its
 // 1-worker time to 1.01-1.05.
 constexpr unsigned kMaxHotBackoffLevel = 10;
-// Looks lock() makes before it parks (parking costs two switches and a
-// process-wide barrier, see the top of the file). From
-// level 0, 24 looks pause 4,351 times in all, close to the 3,775 of 64 looks
+// Fibtex::kLockSpinAttempts, the looks lock() makes before it parks (parking
+// costs two switches and a process-wide barrier, see the top of the file).
+// From level 0, 24 looks pause 4,351 times in all, close to the 3,775 of 64 looks
 // under a cap of 64 pauses: about 0.1 ms at 25 ns a pause (6,144 at most
 // from a start at kMaxBackoffLevel, 24,576 from one at kMaxHotBackoffLevel).
-constexpr unsigned kLockSpinAttempts = 24;
 // A hot lock's holder may stop relocking at any moment (its task ends, its
 // worker goes on to other work), and the lock then sits free until the
 // waiter's next look, up to 1,024 pauses later. W5 with tasks of 20 sections
@@ -377,6 +389,7 @@ Fibtex::Fibtex(TaskScheduler *taskScheduler, unsigned fiberSlots) : m_taskSchedu
     // Before any unlock: every unlock and park of this Fibtex happens after
     // its construction, so they all see the same choice.
     detail::DecideUnlock();
+    detail::SetLockThreadOffset();
 }
 
 Fibtex::~Fibtex() {
@@ -388,49 +401,25 @@ Fibtex::~Fibtex() {
     }
 }
 
-inline void Fibtex::SetOwner(void const *owner, detail::Worker *worker) {
-    // A plain increment: only the new owner writes it, on a line it has just
-    // written with its compare-exchange.
-    std::uint32_t const acquisitions = m_acquisitions.load(std::memory_order_relaxed) + 1;
-    m_acquisitions.store(acquisitions, std::memory_order_relaxed);
-    m_owner.store(owner, std::memory_order_relaxed);
-    if (worker != nullptr) {
-        worker->NoteLockTaken(this, acquisitions);
-    }
-}
-
 bool Fibtex::try_lock() {
     if (TryAcquire()) {
-        SetOwner(detail::CurrentTaskIdentityNoSwitch(), detail::CurrentWorkerNoSwitch());
+        NoteAcquired(detail::CurrentLockThread());
         return true;
     }
     return false;
 }
 
-// lock, lock_spin, LockContended, lock_spin_infinite, try_lock and unlock
-// read the owner identity inline: none of them switches fibers. LockSlow
-// parks, so it must not be inlined into them, and it reads the identity
-// through the opaque call. The uncontended lock_spin (which lock jumps to)
-// and unlock make no call.
+// lock_spin and unlock (in the header), LockContended, lock_spin_infinite and
+// try_lock make no switch between their acquisition and its bookkeeping;
+// LockSlow parks, and the thread it resumes on is the one
+// CurrentLockThread() reads (it reads the thread pointer anew, or calls).
 // The look before the first compare-exchange stays: trying the exchange
 // first saved a quarter of a nanosecond at 1 worker (W5 4.82 ns a lock
 // against 5.10) but made W5 at 2 workers bimodal (5.1-10.0 ns over 10 runs,
 // median 6.7, against 5.2-5.8).
-void Fibtex::lock(bool pinToThread) {
-    lock_spin(pinToThread, kLockSpinAttempts);
-}
-
-void Fibtex::lock_spin(bool pinToThread, unsigned iterations) {
-    if (LookAndAcquire()) {
-        SetOwner(detail::CurrentTaskIdentityNoSwitch(), detail::CurrentWorkerNoSwitch());
-        return;
-    }
-    LockContended(pinToThread, iterations);
-}
-
 __attribute__((noinline)) void Fibtex::LockContended(bool pinToThread, unsigned iterations) {
     if (SpinAcquire(iterations, detail::CurrentWorkerNoSwitch())) {
-        SetOwner(detail::CurrentTaskIdentityNoSwitch(), detail::CurrentWorkerNoSwitch());
+        NoteAcquired(detail::CurrentLockThread());
         return;
     }
     LockSlow(pinToThread, iterations);
@@ -464,7 +453,7 @@ bool Fibtex::SpinAcquire(unsigned iterations, detail::Worker const *worker) {
     unsigned level = start;
     detail::Scheduler const *const watched = SearchesWatched(m_taskScheduler);
     std::uint32_t searchesSeen = watched != nullptr ? watched->Searches() : 0;
-    bool const patient = worker != nullptr && worker->LockRunOf(this) >= kPatientRun && PatienceOn();
+    bool const patient = worker != nullptr && RunOnThisThread() >= kPatientRun && PatienceOn();
     Patience patience{m_acquisitions.load(std::memory_order_relaxed)};
     while (i < iterations) {
         unsigned const looked = level;
@@ -549,7 +538,7 @@ void Fibtex::lock_spin_infinite(bool pinToThread) {
     unsigned level = 0;
     for (;;) {
         if (LookAndAcquire()) {
-            SetOwner(detail::CurrentTaskIdentityNoSwitch(), detail::CurrentWorkerNoSwitch());
+            NoteAcquired(detail::CurrentLockThread());
             return;
         }
         Backoff(level, kMaxBackoffLevel);
@@ -574,33 +563,19 @@ __attribute__((noinline)) void Fibtex::LockSlow(bool pinToThread, unsigned itera
             detail::WaitOnThread(node, &detail::FibtexOps::Register, this);
         }
     } while (!LookAndAcquire() && !SpinAcquire(iterations, nullptr)); // parked once: not patient again
-    SetOwner(detail::CurrentTaskIdentity(), detail::CurrentWorker());
+    NoteAcquired(detail::CurrentLockThread());
 }
 
-void Fibtex::unlock() {
-    void const *const self = detail::CurrentTaskIdentityNoSwitch();
-    void const *const owner = m_owner.load(std::memory_order_relaxed);
-    if (owner != self) {
-        if (owner == nullptr) {
-            FTL_FATAL("Fibtex::unlock on a Fibtex that is not locked (unlocked twice?)");
-        }
-        FTL_FATAL("Fibtex::unlock by a fiber that does not hold the lock");
+void Fibtex::UnlockMisuse() const {
+    if (m_owner.load(std::memory_order_relaxed) == nullptr) {
+        FTL_FATAL("Fibtex::unlock on a Fibtex that is not locked (unlocked twice?)");
     }
-    Release();
+    FTL_FATAL("Fibtex::unlock by a fiber that does not hold the lock");
 }
 
-void Fibtex::Release() {
-    m_owner.store(nullptr, std::memory_order_relaxed);
-    std::atomic<std::uint32_t> const &parked = detail::BucketOf(this).Parked;
-    // After the store the Fibtex may be gone (see the top of the file): only
-    // `parked` and the address are used from here on.
-    m_state.store(kUnlocked, std::memory_order_release);
-    // The compiler keeps the read below after the store; a parker's
-    // ProcessBarrier orders them on the CPU.
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    if (__builtin_expect(parked.load(std::memory_order_relaxed) != 0, false)) {
-        detail::UnlockSlow(this);
-    }
+std::uint32_t Fibtex::RunOnThisThread() const {
+    detail::LockThreadState const *thread = detail::CurrentLockThread();
+    return thread->RunLock == this ? thread->RunLast - thread->RunFirst + 1 : 0;
 }
 
 } // namespace ftl

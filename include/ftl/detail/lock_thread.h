@@ -1,0 +1,82 @@
+// Internal: what Fibtex's uncontended lock and unlock, inlined in the caller,
+// read of the calling thread and of the parking table. Nothing here is API.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+// Where the thread pointer can be read with one instruction, the caller's
+// inlined lock finds its thread's state from it; elsewhere through a call.
+#if defined(__GNUC__) && defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
+#define FTL_INLINE_LOCK_THREAD 1
+#else
+#define FTL_INLINE_LOCK_THREAD 0
+#endif
+
+namespace ftl {
+namespace detail {
+
+// One per thread: t_lockThread (source/scheduler/worker.h).
+struct LockThreadState {
+    // On a worker, the running task's identity: its fiber, or the hand of
+    // the inline loop that runs it on its waiting parent's fiber. The
+    // scheduler sets it at every switch. nullptr on a thread that is no
+    // worker, whose identity is then this struct.
+    void const *Identity = nullptr;
+    // The thread's latest run of Fibtex acquisitions with nobody else's
+    // between: the Fibtex, and its count of acquisitions at the run's first
+    // and last.
+    void const *RunLock = nullptr;
+    std::uint32_t RunFirst = 0;
+    std::uint32_t RunLast = 0;
+};
+
+#if FTL_INLINE_LOCK_THREAD
+// The address of a thread's state minus its thread pointer: the same on
+// every thread (the state is initial-exec TLS). Set when the first Fibtex is
+// constructed or the first worker starts, before any lock can read it.
+extern std::ptrdiff_t g_lockThreadOffset;
+
+// The thread pointer, read anew at each call: the asm is volatile, so a
+// fiber that resumed on another thread never reads the state of the thread
+// it left (a thread_local's address may be kept across a call).
+inline char *ThreadPointer() {
+    char *threadPointer;
+#if defined(__x86_64__)
+    asm volatile("mov %%fs:0, %0" : "=r"(threadPointer)::"memory");
+#else
+    asm volatile("mrs %0, tpidr_el0" : "=r"(threadPointer)::"memory");
+#endif
+    return threadPointer;
+}
+
+inline LockThreadState *CurrentLockThread() {
+    return reinterpret_cast<LockThreadState *>(ThreadPointer() + g_lockThreadOffset);
+}
+#else
+LockThreadState *CurrentLockThread(); // opaque: never kept across a switch
+#endif
+
+inline void const *TaskIdentityOf(LockThreadState const *state) {
+    return state->Identity != nullptr ? state->Identity : state;
+}
+
+// The parking table's waiter counts, one a line: every unlock of a Fibtex
+// reads its bucket's (source/waitables/fibtex.cpp).
+struct alignas(64) ParkingCount {
+    std::atomic<std::uint32_t> Parked{0};
+};
+constexpr unsigned kParkingBucketBits = 8;
+extern ParkingCount g_parkingCounts[1u << kParkingBucketBits];
+
+inline unsigned ParkingBucketOf(void const *mutex) {
+    // Fibonacci hashing of the address without its low bits (a Fibtex is
+    // at least 8-byte aligned, and neighbours often sit a line apart).
+    auto const address = reinterpret_cast<std::uintptr_t>(mutex) >> 4;
+    std::uint64_t const mixed = std::uint64_t(address) * 0x9E3779B97F4A7C15ull;
+    return static_cast<unsigned>(mixed >> (64 - kParkingBucketBits));
+}
+
+} // namespace detail
+} // namespace ftl
