@@ -81,7 +81,7 @@ __attribute__((noinline)) void SetTaskIdentity(void const *identity) {
 
 #if FTL_INLINE_LOCK_THREAD
 // Constant-initialized: 0 until the first Fibtex or worker thread sets it.
-std::ptrdiff_t g_lockThreadOffset = 0;
+std::atomic<std::ptrdiff_t> g_lockThreadOffset{0};
 
 namespace {
 std::ptrdiff_t LockThreadOffsetHere() {
@@ -91,15 +91,21 @@ std::ptrdiff_t LockThreadOffsetHere() {
 
 void SetLockThreadOffset() {
     static bool const set = [] {
-        g_lockThreadOffset = LockThreadOffsetHere();
+        g_lockThreadOffset.store(LockThreadOffsetHere(), std::memory_order_relaxed);
         return true;
     }();
     (void)set;
 }
 
+__attribute__((noinline)) LockThreadState *FirstLockThread() {
+    asm volatile("" ::: "memory");
+    SetLockThreadOffset();
+    return &t_lockThread;
+}
+
 void CheckLockThread() {
     SetLockThreadOffset();
-    if (LockThreadOffsetHere() != g_lockThreadOffset) {
+    if (LockThreadOffsetHere() != g_lockThreadOffset.load(std::memory_order_relaxed)) {
         FTL_FATAL("this thread's thread-local storage is not at the offset from its thread pointer that "
                   "Fibtex's inlined lock uses (was the library loaded with its TLS model changed?)");
     }

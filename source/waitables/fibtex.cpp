@@ -56,6 +56,13 @@ namespace detail {
 
 namespace {
 
+// The scheduler behind a Fibtex's TaskScheduler, or nullptr: one not
+// initialized, or none (a Fibtex made with a null TaskScheduler serves
+// threads, which block when it is contended).
+Scheduler *SchedulerOfFibtex(TaskScheduler *taskScheduler) {
+    return taskScheduler != nullptr ? Scheduler::Of(taskScheduler) : nullptr;
+}
+
 // A bucket's waiters, a line apart from its count (ftl/detail/lock_thread.h)
 // and from the other buckets'.
 struct alignas(64) ParkingWaiters {
@@ -149,7 +156,7 @@ __attribute__((noinline)) void Fibtex::UnlockSlow(void const *mutex) {
         }
         // The Fibtex the node waits for lives: a Fibtex with waiters may not
         // be destroyed. Its scheduler, not the caller's, readies the fiber.
-        scheduler = Scheduler::Of(FibtexOps::SchedulerOf(*static_cast<Fibtex const *>(node->Object)));
+        scheduler = SchedulerOfFibtex(FibtexOps::SchedulerOf(*static_cast<Fibtex const *>(node->Object)));
     }
     // The node outlives this: its fiber (or thread) waits until woken.
     WakeWaiter(scheduler, node, Readier::TaskThatGoesOn);
@@ -338,7 +345,7 @@ void Backoff(unsigned &level, unsigned maxLevel) {
 // The scheduler whose workers a waiter on a Fibtex of `taskScheduler`
 // watches, or nullptr: none, a single worker, or the watch switched off.
 detail::Scheduler const *SearchesWatched(TaskScheduler *taskScheduler) {
-    detail::Scheduler const *scheduler = detail::Scheduler::Of(taskScheduler);
+    detail::Scheduler const *scheduler = detail::SchedulerOfFibtex(taskScheduler);
     if (scheduler == nullptr || scheduler->NumWorkers() < 2 || !scheduler->Switches().LockWatchesIdle) {
         return nullptr;
     }
@@ -510,12 +517,12 @@ bool Fibtex::LetHolderRelock(Patience &patience) const {
 }
 
 bool Fibtex::PeeksOn() const {
-    detail::Scheduler const *scheduler = detail::Scheduler::Of(m_taskScheduler);
+    detail::Scheduler const *scheduler = detail::SchedulerOfFibtex(m_taskScheduler);
     return scheduler == nullptr || scheduler->Switches().LockPeeks;
 }
 
 bool Fibtex::PatienceOn() const {
-    detail::Scheduler const *scheduler = detail::Scheduler::Of(m_taskScheduler);
+    detail::Scheduler const *scheduler = detail::SchedulerOfFibtex(m_taskScheduler);
     return scheduler == nullptr || scheduler->Switches().LockPatience;
 }
 
@@ -551,7 +558,7 @@ __attribute__((noinline)) void Fibtex::LockSlow(bool pinToThread, unsigned itera
     // it parks again, so a lock that is busy but never held long costs it
     // no second park (and no second barrier).
     do {
-        detail::Scheduler *scheduler = detail::Scheduler::Of(m_taskScheduler);
+        detail::Scheduler *scheduler = detail::SchedulerOfFibtex(m_taskScheduler);
         detail::Worker *worker = scheduler != nullptr ? scheduler->CurrentWorkerOfThis() : nullptr;
         detail::WaitNode node;
         node.Kind = WaitKind::Fibtex;

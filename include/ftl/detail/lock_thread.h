@@ -8,7 +8,9 @@
 
 // Where the thread pointer can be read with one instruction, the caller's
 // inlined lock finds its thread's state from it; elsewhere through a call.
-#if defined(__GNUC__) && defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
+// (Not Android: its TLS may be emulated, with no fixed offset.)
+#if defined(__GNUC__) && defined(__linux__) && !defined(__ANDROID__) &&                                      \
+    (defined(__x86_64__) || defined(__aarch64__))
 #define FTL_INLINE_LOCK_THREAD 1
 #else
 #define FTL_INLINE_LOCK_THREAD 0
@@ -34,9 +36,15 @@ struct LockThreadState {
 
 #if FTL_INLINE_LOCK_THREAD
 // The address of a thread's state minus its thread pointer: the same on
-// every thread (the state is initial-exec TLS). Set when the first Fibtex is
-// constructed or the first worker starts, before any lock can read it.
-extern std::ptrdiff_t g_lockThreadOffset;
+// every thread (the state is initial-exec TLS). 0 until the first Fibtex is
+// constructed or the first worker starts (a state is never at the thread
+// pointer itself).
+extern std::atomic<std::ptrdiff_t> g_lockThreadOffset;
+
+// The calling thread's state, and the offset set, through a call: for a lock
+// that runs before any Fibtex was constructed (a static Fibtex locked from
+// another file's static initializer).
+LockThreadState *FirstLockThread();
 
 // The thread pointer, read anew at each call: the asm is volatile, so a
 // fiber that resumed on another thread never reads the state of the thread
@@ -52,7 +60,11 @@ inline char *ThreadPointer() {
 }
 
 inline LockThreadState *CurrentLockThread() {
-    return reinterpret_cast<LockThreadState *>(ThreadPointer() + g_lockThreadOffset);
+    std::ptrdiff_t const offset = g_lockThreadOffset.load(std::memory_order_relaxed);
+    if (__builtin_expect(offset == 0, false)) {
+        return FirstLockThread();
+    }
+    return reinterpret_cast<LockThreadState *>(ThreadPointer() + offset);
 }
 #else
 LockThreadState *CurrentLockThread(); // opaque: never kept across a switch
