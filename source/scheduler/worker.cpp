@@ -71,7 +71,7 @@ __attribute__((noinline)) Worker *CurrentWorkerOf(Scheduler const *scheduler) {
 
 __attribute__((noinline)) void const *CurrentTaskIdentity() {
     asm volatile("" ::: "memory");
-    return CurrentTaskIdentityNoSwitch();
+    return TaskIdentityOf(&t_lockThread);
 }
 
 __attribute__((noinline)) void SetTaskIdentity(void const *identity) {
@@ -80,15 +80,15 @@ __attribute__((noinline)) void SetTaskIdentity(void const *identity) {
 }
 
 #if FTL_INLINE_LOCK_THREAD
-// Constant-initialized: 0 until the first Fibtex or worker thread sets it.
+// Constant-initialized: 0 until the first lock or worker thread sets it.
 std::atomic<std::ptrdiff_t> g_lockThreadOffset{0};
 
 namespace {
 std::ptrdiff_t LockThreadOffsetHere() {
     return reinterpret_cast<char *>(&t_lockThread) - ThreadPointer();
 }
-} // namespace
 
+// Sets g_lockThreadOffset, once.
 void SetLockThreadOffset() {
     static bool const set = [] {
         g_lockThreadOffset.store(LockThreadOffsetHere(), std::memory_order_relaxed);
@@ -96,6 +96,7 @@ void SetLockThreadOffset() {
     }();
     (void)set;
 }
+} // namespace
 
 __attribute__((noinline)) LockThreadState *FirstLockThread() {
     asm volatile("" ::: "memory");
@@ -115,8 +116,6 @@ __attribute__((noinline)) LockThreadState *CurrentLockThread() {
     asm volatile("" ::: "memory");
     return &t_lockThread;
 }
-
-void SetLockThreadOffset() {}
 
 void CheckLockThread() {}
 #endif

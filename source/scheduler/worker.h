@@ -424,8 +424,6 @@ inline void const *TaskIdentityOf(Fiber const *fiber) {
 // Checks, on a thread about to become a worker, that its LockThreadState is
 // where Fibtex's inlined lock looks for it (fatal if not).
 void CheckLockThread();
-// Sets g_lockThreadOffset, once: before the first Fibtex's lock can run.
-void SetLockThreadOffset();
 
 // The thread's variables behind CurrentWorker and CurrentTaskIdentity,
 // defined here so that every user knows they need no dynamic initialization.
@@ -438,17 +436,11 @@ inline thread_local LockThreadState t_lockThread __attribute__((tls_model("initi
 inline thread_local LockThreadState t_lockThread;
 #endif
 
-// CurrentWorker, inlined, under the same rule as CurrentTaskIdentityNoSwitch
-// below.
-inline Worker *CurrentWorkerNoSwitch() {
-    return t_worker;
-}
-
-// CurrentTaskIdentity, inlined: for a hot path that uses the result before
+// CurrentWorker, inlined: for a hot path that uses the result before
 // anything can switch fibers, in a function that itself never switches (so
 // the compiler has no later read to serve from this thread's TLS address).
-inline void const *CurrentTaskIdentityNoSwitch() {
-    return TaskIdentityOf(&t_lockThread);
+inline Worker *CurrentWorkerNoSwitch() {
+    return t_worker;
 }
 
 // ---- Inline: the order and the tick sit on every item's path ----

@@ -396,7 +396,6 @@ Fibtex::Fibtex(TaskScheduler *taskScheduler, unsigned fiberSlots) : m_taskSchedu
     // Before any unlock: every unlock and park of this Fibtex happens after
     // its construction, so they all see the same choice.
     detail::DecideUnlock();
-    detail::SetLockThreadOffset();
 }
 
 Fibtex::~Fibtex() {

@@ -36,14 +36,12 @@ struct LockThreadState {
 
 #if FTL_INLINE_LOCK_THREAD
 // The address of a thread's state minus its thread pointer: the same on
-// every thread (the state is initial-exec TLS). 0 until the first Fibtex is
-// constructed or the first worker starts (a state is never at the thread
-// pointer itself).
+// every thread (the state is initial-exec TLS). 0 until the first lock or
+// the first worker sets it (a state is never at the thread pointer itself).
 extern std::atomic<std::ptrdiff_t> g_lockThreadOffset;
 
-// The calling thread's state, and the offset set, through a call: for a lock
-// that runs before any Fibtex was constructed (a static Fibtex locked from
-// another file's static initializer).
+// The calling thread's state, and the offset set, through a call: for the
+// first lock in the process (or one made from a static initializer).
 LockThreadState *FirstLockThread();
 
 // The thread pointer, read anew at each call: the asm is volatile, so a
