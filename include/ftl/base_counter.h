@@ -10,9 +10,10 @@
 //   storage was not reused). It may be
 //   destroyed as soon as a wait on it returned, provided no task was added to
 //   it after it reached the value that released the wait.
-// - An operation that leaves the counter at no waiter's target touches only
-//   the one atomic word holding the value and the waiter count; waking takes
-//   the waiter list's lock, held only for list surgery.
+// - An operation on a counter nobody waits on touches only the one atomic
+//   word holding the value and the waiter count; one that sees waiters takes
+//   the waiter list's lock, held only for list surgery, and the destructor
+//   waits until such an operation is done with the counter.
 #pragma once
 
 #include "ftl/detail/wait_list.h"
@@ -41,21 +42,35 @@ public:
     BaseCounter &operator=(BaseCounter &&) = delete;
 
 protected:
-    // m_state holds the value in its high 32 bits and the number of registered
-    // waiters in its low 32 bits, so one atomic operation both changes the value
-    // and tells whether anyone must be woken. Arithmetic on the value wraps
-    // modulo 2^32 without disturbing the waiter count: a carry or borrow out of
-    // bit 63 is discarded.
+    // m_state holds the value in its high 32 bits; below it, the number of
+    // wakers still inside WakeWaiters (bits 20-31) and of registered waiters
+    // (bits 0-19). One atomic operation both changes the value and tells
+    // whether anyone must be woken. Arithmetic on the value wraps modulo 2^32
+    // without disturbing the counts: a carry or borrow out of bit 63 is
+    // discarded.
+    //
+    // An operation that sees waiters but produces a value none of them may
+    // wait for still takes the list's lock to look: it counts itself as a
+    // waker in the same atomic operation, so that the counter is not
+    // destroyed under it by a waiter another operation released meanwhile
+    // (the destructor waits for the wakers). TaskCounter and WaitGroup wake
+    // only at 0, which only the operation that released the waiters produced,
+    // and do not count themselves.
     static constexpr unsigned kValueShift = 32;
     static constexpr std::uint64_t kValueOne = std::uint64_t(1) << kValueShift;
-    static constexpr std::uint64_t kWaiterMask = kValueOne - 1;
+    static constexpr unsigned kWakerShift = 20;
+    static constexpr std::uint64_t kWakerOne = std::uint64_t(1) << kWakerShift;
+    static constexpr std::uint64_t kWaiterMask = kWakerOne - 1;
+    static constexpr std::uint64_t kWakerMask = (kValueOne - 1) & ~kWaiterMask;
 
     static unsigned ValueOf(std::uint64_t state) { return static_cast<unsigned>(state >> kValueShift); }
     static bool HasWaiters(std::uint64_t state) { return (state & kWaiterMask) != 0; }
+    static bool HasWakers(std::uint64_t state) { return (state & kWakerMask) != 0; }
 
     // Wakes every fiber waiting for `value`. Called after an operation that
-    // produced `value` saw a non-zero waiter count.
-    void WakeWaiters(unsigned value);
+    // produced `value` saw a non-zero waiter count; `counted`: that operation
+    // also counted itself as a waker (kWakerOne), which this takes back.
+    void WakeWaiters(unsigned value, bool counted = false);
 
     // Operations on the value; each wakes the fibers waiting for the value it
     // produced.

@@ -25,21 +25,48 @@ public:
                          unsigned fiberSlots = NUM_WAITING_FIBER_SLOTS)
         : BaseCounter(taskScheduler, initialValue, fiberSlots) {}
 
-    // Raises the count by x, e.g. for work tracked by hand.
-    void Add(unsigned x) { m_state.fetch_add(std::uint64_t(x) << kValueShift, std::memory_order_acq_rel); }
+    // The most a count may reach: a count above it is a negative number
+    // passed as unsigned (Add(-1)), or a wrap on its way.
+    static constexpr unsigned kMaxCount = 0x7fffffffu;
 
-    // Lowers the count by one, waking waiters when it reaches 0. The task
-    // scheduler calls this as each task added with the counter finishes.
-    void Decrement() {
-        std::uint64_t const old = m_state.fetch_sub(kValueOne, std::memory_order_acq_rel);
-        if (ValueOf(old) == 1 && HasWaiters(old)) {
-            WakeWaiters(0);
+    // Raises the count by x, e.g. for work tracked by hand. A count above
+    // kMaxCount is a fatal error (lower it with Decrement, or use WaitGroup,
+    // whose Add takes a signed delta).
+    void Add(unsigned x) {
+        std::uint64_t const old =
+            m_state.fetch_add(std::uint64_t(x) << kValueShift, std::memory_order_acq_rel);
+        if (std::uint64_t{ValueOf(old)} + x > kMaxCount) {
+            Overflow(ValueOf(old), x);
         }
     }
-
+    // Lowers the count by one, waking waiters when it reaches 0. The task
+    // scheduler calls this as each task added with the counter finishes.
+    // Lowering it below 0 is a fatal error.
+    void Decrement() { Lower(1, "TaskCounter::Decrement"); }
     // How many exceptions were dropped because one was already kept: since
     // the kept one was stored, until the next one is.
     unsigned DroppedExceptions() const { return m_droppedExceptions.load(std::memory_order_acquire); }
+
+protected:
+    // Lowers the count by `down`, waking the waiters when it reaches 0.
+    // Only the operation that brings it to 0 wakes: the waiters of a
+    // TaskCounter wait for 0, so another has nothing to wake, and touching
+    // the counter's list after its last task finished could touch a counter
+    // already destroyed by the waiter that finish released.
+    void Lower(unsigned down, char const *what) {
+        std::uint64_t const old =
+            m_state.fetch_sub(std::uint64_t(down) << kValueShift, std::memory_order_acq_rel);
+        if (ValueOf(old) <= down) {
+            if (ValueOf(old) < down) {
+                Underflow(what);
+            }
+            if (HasWaiters(old)) {
+                WakeWaiters(0);
+            }
+        }
+    }
+    [[noreturn]] static void Underflow(char const *what);
+    [[noreturn]] static void Overflow(unsigned value, unsigned x);
 
 private:
     friend class detail::CounterOps;

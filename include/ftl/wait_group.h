@@ -30,16 +30,10 @@ public:
             TaskCounter::Add(static_cast<unsigned>(delta));
             return;
         }
-        auto const down = static_cast<unsigned>(-static_cast<std::int64_t>(delta));
-        if (FetchAddValue(0u - down) < down) {
-            Underflow();
-        }
+        Lower(static_cast<unsigned>(-static_cast<std::int64_t>(delta)), "WaitGroup::Add or Done");
     }
     void Done() { Add(-1); }
     void Wait(bool pinToCurrentThread = false) { m_taskScheduler->WaitForCounter(this, pinToCurrentThread); }
-
-private:
-    [[noreturn]] static void Underflow();
 };
 
 } // namespace ftl

@@ -31,25 +31,31 @@ BaseCounter::~BaseCounter() {
     // Volatile: a plain store to a dying object is a dead store the compiler
     // removes; this one must stay for the check in CounterOps::CheckAlive.
     *const_cast<std::uint32_t volatile *>(&m_liveTag) = 0;
-    // A waker may still hold the list lock after the last waiter was taken
-    // off (its fiber then returned from its wait and destroys the counter):
-    // wait that out. Neither a registered waiter nor a held lock: no waker
-    // is left inside. (A waiter count of 0 read here comes from a waker's
-    // decrement made under the lock, so the lock read after it sees that
-    // waker's lock or its release.)
-    if (!HasWaiters(m_state.load(std::memory_order_acquire)) &&
-        m_waiters.Lock.load(std::memory_order_acquire) == 0) {
+    // A waker that saw a waiter may still be on its way to the list lock, or
+    // hold it, after another operation released the waiter (whose fiber then
+    // returned from its wait and destroys the counter): wait that out. A
+    // counted waker takes the lock and uncounts itself under it.
+    std::uint64_t state = m_state.load(std::memory_order_acquire);
+    while (HasWakers(state)) {
+        detail::YieldThread(); // the waker may be preempted
+        state = m_state.load(std::memory_order_acquire);
+    }
+    // Neither a registered waiter nor a held lock: no waker is left inside.
+    // (A waiter count of 0 read here comes from a waker's decrement made
+    // under the lock, so the lock read after it sees that waker's lock or its
+    // release.)
+    if (!HasWaiters(state) && m_waiters.Lock.load(std::memory_order_acquire) == 0) {
         return;
     }
     detail::WaitListGuard guard(m_waiters);
-    std::uint64_t const state = m_state.load(std::memory_order_acquire);
+    state = m_state.load(std::memory_order_acquire);
     if (HasWaiters(state)) {
         FTL_FATAL("a counter was destroyed while %u fiber(s) still wait on it (value %u)",
                   static_cast<unsigned>(state & kWaiterMask), ValueOf(state));
     }
 }
 
-void BaseCounter::WakeWaiters(unsigned value) {
+void BaseCounter::WakeWaiters(unsigned value, bool counted) {
     detail::WaitNode *chain;
     unsigned count;
     // Read before the lock is released: from then on a released waiter may
@@ -58,8 +64,9 @@ void BaseCounter::WakeWaiters(unsigned value) {
     {
         detail::WaitListGuard guard(m_waiters);
         chain = detail::TakeMatching(m_waiters, value, count);
-        if (count != 0) {
-            m_state.fetch_sub(count, std::memory_order_acq_rel);
+        std::uint64_t const uncount = count + (counted ? kWakerOne : 0);
+        if (uncount != 0) {
+            m_state.fetch_sub(uncount, std::memory_order_acq_rel);
         }
     }
     if (chain == nullptr) {
@@ -82,13 +89,27 @@ void BaseCounter::WakeWaiters(unsigned value) {
 // another counter reorder (C++; arm64 with RCpc loads, LDAPR), which x86's
 // locked RMW happens to forbid. It costs nothing: GCC emits the same
 // instructions for both orders on x86-64 and arm64.
+//
+// Each is one CAS loop that counts the operation as a waker when it sees
+// waiters (see the top of this file).
+namespace {
+
+std::uint64_t WithWaker(std::uint64_t state, std::uint64_t waiterMask, std::uint64_t wakerOne) {
+    return (state & waiterMask) != 0 ? state + wakerOne : state;
+}
+
+} // namespace
+
 unsigned BaseCounter::FetchAddValue(unsigned delta) {
-    std::uint64_t const old =
-        m_state.fetch_add(std::uint64_t(delta) << kValueShift, std::memory_order_seq_cst);
-    if (HasWaiters(old)) {
-        WakeWaiters(ValueOf(old) + delta);
+    std::uint64_t state = m_state.load(std::memory_order_relaxed);
+    while (!m_state.compare_exchange_weak(
+        state, WithWaker(state + (std::uint64_t(delta) << kValueShift), kWaiterMask, kWakerOne),
+        std::memory_order_seq_cst, std::memory_order_relaxed)) {
     }
-    return ValueOf(old);
+    if (HasWaiters(state)) {
+        WakeWaiters(ValueOf(state) + delta, true);
+    }
+    return ValueOf(state);
 }
 
 bool BaseCounter::CompareExchangeValue(unsigned expected, unsigned desired) {
@@ -97,23 +118,26 @@ bool BaseCounter::CompareExchangeValue(unsigned expected, unsigned desired) {
         if (ValueOf(state) != expected) {
             return false;
         }
-    } while (!m_state.compare_exchange_weak(state,
-                                            (std::uint64_t(desired) << kValueShift) | (state & kWaiterMask),
-                                            std::memory_order_seq_cst, std::memory_order_seq_cst));
+    } while (!m_state.compare_exchange_weak(
+        state,
+        WithWaker((std::uint64_t(desired) << kValueShift) | (state & (kValueOne - 1)), kWaiterMask,
+                  kWakerOne),
+        std::memory_order_seq_cst, std::memory_order_seq_cst));
     if (HasWaiters(state)) {
-        WakeWaiters(desired);
+        WakeWaiters(desired, true);
     }
     return true;
 }
 
 void BaseCounter::StoreValue(unsigned value) {
     std::uint64_t state = m_state.load(std::memory_order_relaxed);
-    while (!m_state.compare_exchange_weak(state,
-                                          (std::uint64_t(value) << kValueShift) | (state & kWaiterMask),
-                                          std::memory_order_seq_cst, std::memory_order_relaxed)) {
+    while (!m_state.compare_exchange_weak(
+        state,
+        WithWaker((std::uint64_t(value) << kValueShift) | (state & (kValueOne - 1)), kWaiterMask, kWakerOne),
+        std::memory_order_seq_cst, std::memory_order_relaxed)) {
     }
     if (HasWaiters(state)) {
-        WakeWaiters(value);
+        WakeWaiters(value, true);
     }
 }
 
@@ -133,8 +157,14 @@ bool FullAtomicCounter::CompareExchange(unsigned expectedValue, unsigned newValu
     return CompareExchangeValue(expectedValue, newValue);
 }
 
-void WaitGroup::Underflow() {
-    FTL_FATAL("WaitGroup::Add or Done brought the count below 0 (more Done than Add)");
+void TaskCounter::Underflow(char const *what) {
+    FTL_FATAL("%s brought the count below 0 (more Done or Decrement than tasks and Add)", what);
+}
+
+void TaskCounter::Overflow(unsigned value, unsigned x) {
+    FTL_FATAL("TaskCounter::Add(%u) on a count of %u: the count would pass %u (a negative number passed as "
+              "unsigned? lower it with Decrement, or use WaitGroup::Add)",
+              x, value, TaskCounter::kMaxCount);
 }
 
 bool AtomicFlag::Set(std::memory_order) {
@@ -152,8 +182,13 @@ namespace detail {
 void CounterOps::Finish(TaskCounter &counter, unsigned n) {
     std::uint64_t const old =
         counter.m_state.fetch_sub(std::uint64_t(n) << BaseCounter::kValueShift, std::memory_order_acq_rel);
-    if (BaseCounter::ValueOf(old) == n && BaseCounter::HasWaiters(old)) {
-        counter.WakeWaiters(0);
+    if (BaseCounter::ValueOf(old) <= n) {
+        if (BaseCounter::ValueOf(old) < n) {
+            TaskCounter::Underflow("a task's finish");
+        }
+        if (BaseCounter::HasWaiters(old)) {
+            counter.WakeWaiters(0);
+        }
     }
 }
 
@@ -191,6 +226,10 @@ bool CounterOps::Register(void *counterPtr, WaitNode *node) {
         if (node->Expired) {
             node->TimedOut = true; // the deadline passed while we were switching away
             return false;
+        }
+        if ((state & BaseCounter::kWaiterMask) == BaseCounter::kWaiterMask) {
+            FTL_FATAL("more than %llu fibers and threads wait on one counter",
+                      static_cast<unsigned long long>(BaseCounter::kWaiterMask));
         }
     } while (!counter->m_state.compare_exchange_weak(state, state + 1, std::memory_order_acq_rel,
                                                      std::memory_order_acquire));
