@@ -55,12 +55,19 @@ detail::Scheduler *Checked(detail::Scheduler *impl, char const *what) {
     return impl;
 }
 
+BaseCounter *NotNull(BaseCounter *counter) {
+    if (counter == nullptr) {
+        FTL_FATAL("TaskScheduler::WaitForCounter(nullptr): a wait needs a counter");
+    }
+    return counter;
+}
+
 // Waits until `counter` holds `target`, or until `deadline` (0: none).
 // `worker`: the calling thread's worker of this scheduler, or nullptr, which
 // blocks the thread. Returns whether the target was reached.
 bool WaitForValue(detail::Scheduler *scheduler, detail::Worker *worker, BaseCounter *counter, unsigned target,
                   bool pin, std::uint64_t deadline) {
-    detail::CounterOps::CheckAlive(*counter, "TaskScheduler::WaitForCounter");
+    detail::CounterOps::CheckAlive(*NotNull(counter), "TaskScheduler::WaitForCounter");
     if (detail::CounterOps::Owner(*counter) != scheduler->Owner()) {
         // Its waiters would be readied into the other scheduler's queues.
         FTL_FATAL("TaskScheduler::WaitForCounter on a counter created for another TaskScheduler");
@@ -164,6 +171,7 @@ void FreeClosureSlot(TaskScheduler *taskScheduler, void *slot) noexcept {
 
 void TaskScheduler::WaitForCounter(TaskCounter *counter, bool pinToCurrentThread) {
     detail::Scheduler *scheduler = Checked(m_impl, "WaitForCounter");
+    NotNull(counter);
     detail::Worker *worker = scheduler->CurrentWorkerOfThis();
     // Help first, but not in a pinned wait of a pool fiber: an inline task's
     // own wait could move the fiber. (A thread's own fiber always stays put.)

@@ -219,14 +219,16 @@ private:
         }
         return new Array{size - 1, std::unique_ptr<Cell[]>(new Cell[size])};
     }
+    // Strong exception guarantee: if an allocation throws, the deque is as
+    // it was.
     Array *Grow(Array *old, std::int64_t top, std::int64_t bottom) {
-        Array *bigger = NewArray((old->Mask + 1) * 2);
+        std::unique_ptr<Array> bigger(NewArray((old->Mask + 1) * 2));
         for (std::int64_t i = top; i < bottom; ++i) {
             bigger->At(i).Store(old->At(i).Load());
         }
         m_retired.push_back(old);
-        m_array.store(bigger, std::memory_order_release);
-        return bigger;
+        m_array.store(bigger.get(), std::memory_order_release);
+        return bigger.release();
     }
 
     // Owner-written and thief-written ends on separate cache lines.

@@ -19,6 +19,7 @@
 #include "scheduler/help.h"
 #include "scheduler/wait.h"
 #include "wait/wait_list.h"
+#include "waitables/counter_ops.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -30,6 +31,15 @@ namespace detail {
 
 static_assert(std::uint64_t{TaskSchedulerInitOptions().MaxIdleSpinMicros} * 1000 == kMaxSpinNs,
               "MaxIdleSpinMicros's default is the idle state's default bound");
+
+namespace {
+
+bool ValidBehavior(EmptyQueueBehavior behavior) {
+    return behavior == EmptyQueueBehavior::Spin || behavior == EmptyQueueBehavior::Yield ||
+           behavior == EmptyQueueBehavior::Sleep;
+}
+
+} // namespace
 
 int Scheduler::Init(TaskScheduler &owner, TaskSchedulerInitOptions const &options,
                     Mechanisms const &mechanisms) {
@@ -51,7 +61,14 @@ int Scheduler::Init(TaskScheduler &owner, TaskSchedulerInitOptions const &option
 
 void Scheduler::Destroy(TaskScheduler &owner) {
     Scheduler *scheduler = owner.m_impl;
+    // Tasks an outside thread is adding now are counted before the drain
+    // looks (and so run); an add that begins later is a fatal error.
+    scheduler->m_destroying.store(true, std::memory_order_seq_cst);
+    scheduler->AwaitOutsideCalls();
     scheduler->Drain();
+    // An outside thread that readied the fiber whose finish ended the drain
+    // (or this thread's own wait) may still be waking a worker.
+    scheduler->AwaitOutsideCalls();
     if (char const *stats = std::getenv("FTL_STATS"); stats != nullptr && *stats != '\0' && *stats != '0') {
         std::fputs(FormatStats(scheduler->Stats()).c_str(), stderr);
     }
@@ -84,7 +101,9 @@ InitError Scheduler::Start() {
     }
     if (m_numWorkers == 0 || m_numWorkers > kMaxWorkers || options.FiberPoolSize == 0 ||
         options.FiberStackSize < 16 * 1024 ||
-        (options.PoolPolicy == FiberPoolPolicy::Fatal && options.FiberPoolSize < m_numWorkers)) {
+        (options.PoolPolicy == FiberPoolPolicy::Fatal && options.FiberPoolSize < m_numWorkers) ||
+        !ValidBehavior(options.Behavior) ||
+        (options.PoolPolicy != FiberPoolPolicy::Grow && options.PoolPolicy != FiberPoolPolicy::Fatal)) {
         return InitError::InvalidOptions;
     }
 
@@ -206,6 +225,13 @@ void Scheduler::Drain() {
     }
 }
 
+void Scheduler::AwaitOutsideCalls() const {
+    // Such a call never blocks: it queues and wakes, a few microseconds.
+    while (m_outsideCalls.load(std::memory_order_acquire) != 0) {
+        YieldThread();
+    }
+}
+
 void Scheduler::Teardown(unsigned threadsStarted) {
     m_quit.store(true, std::memory_order_seq_cst);
     m_idle.WakeAll();
@@ -312,6 +338,10 @@ bool Scheduler::ExplainFault(std::uintptr_t address) {
 }
 
 void Scheduler::SetBehavior(EmptyQueueBehavior behavior) {
+    if (!ValidBehavior(behavior)) {
+        FTL_FATAL("SetEmptyQueueBehavior: EmptyQueueBehavior(%d) is not a behaviour (Spin, Yield or Sleep)",
+                  static_cast<int>(behavior));
+    }
     m_behavior.store(behavior, std::memory_order_seq_cst);
     if (behavior != EmptyQueueBehavior::Sleep) {
         m_idle.WakeAll(); // parked workers follow the new behaviour at once
@@ -322,6 +352,9 @@ void Scheduler::SetBehavior(EmptyQueueBehavior behavior) {
 
 void Scheduler::AddTasks(unsigned numTasks, Task const *tasks, TaskPriority priority, TaskCounter *counter,
                          unsigned threadIndex) {
+    if (tasks == nullptr && numTasks != 0) {
+        FTL_FATAL("AddTasks: %u task(s) but no array of them (nullptr)", numTasks);
+    }
     AddItems(
         numTasks,
         [tasks, counter](std::size_t i) {
@@ -346,34 +379,72 @@ void Scheduler::AddClosures(unsigned count, ClosureInvoker invoker, void *arg, T
 template <class Make>
 void Scheduler::AddItems(unsigned count, Make &&make, TaskPriority priority, TaskCounter *counter,
                          unsigned threadIndex) {
+    if (priority != TaskPriority::High && priority != TaskPriority::Normal) {
+        FTL_FATAL("AddTask: TaskPriority(%d) is not a priority (High or Normal)", static_cast<int>(priority));
+    }
     if (count == 0) {
         return;
     }
+    Worker *worker = CurrentWorkerOfThis();
+    if (worker != nullptr) {
+        PushItems(worker, count, make, priority, counter, threadIndex);
+        return;
+    }
+    OutsideCall const call(*this);
+    if (Destroying()) {
+        FTL_FATAL("AddTask: tasks added by a thread outside the scheduler while the TaskScheduler is being "
+                  "destroyed (its destructor runs the tasks added before it began; add nothing after)");
+    }
+    PushItems(nullptr, count, make, priority, counter, threadIndex);
+}
+
+template <class Make>
+void Scheduler::PushItems(Worker *worker, unsigned count, Make &make, TaskPriority priority,
+                          TaskCounter *counter, unsigned threadIndex) {
     if (counter != nullptr) {
         counter->Add(count);
     }
     unsigned const queue = priority == TaskPriority::High ? 0 : 1;
-    Worker *worker = CurrentWorkerOfThis();
     // Counted as added before they can run (see Quiescent).
     if (worker != nullptr) {
         worker->CountAdded(count);
     } else {
         m_externalAdded.fetch_add(count, std::memory_order_seq_cst);
     }
-    if (threadIndex < m_numWorkers) {
-        // Only that worker takes them: wake it if it is parked.
-        Worker &target = m_workers[threadIndex];
-        target.PinnedTasks(queue).PushBatch(count, make);
-        if (&target != worker) {
-            NotifyWorker(threadIndex, worker == nullptr ? Waker::Outside : Waker::Worker);
+#if defined(__cpp_exceptions)
+    try {
+#endif
+        if (threadIndex < m_numWorkers) {
+            // Only that worker takes them: wake it if it is parked.
+            Worker &target = m_workers[threadIndex];
+            target.PinnedTasks(queue).PushBatch(count, make);
+            if (&target != worker) {
+                NotifyWorker(threadIndex, worker == nullptr ? Waker::Outside : Waker::Worker);
+            }
+        } else if (worker != nullptr) {
+            worker->Tasks(queue).PushBatch(count, make);
+            NotifyWork(Waker::Worker);
+        } else {
+            m_global[queue].PushBatch(count, make);
+            NotifyWork(Waker::Outside);
         }
-    } else if (worker != nullptr) {
-        worker->Tasks(queue).PushBatch(count, make);
-        NotifyWork(Waker::Worker);
-    } else {
-        m_global[queue].PushBatch(count, make);
-        NotifyWork(Waker::Outside);
+#if defined(__cpp_exceptions)
+    } catch (...) {
+        // A queue could not grow (std::bad_alloc): nothing was queued. Take
+        // back the counts, so that the counter's waits and the drain do not
+        // wait for tasks that do not exist. Lowering an added count is safe
+        // for Quiescent: what it takes back never finishes.
+        if (worker != nullptr) {
+            worker->CountAdded(0 - std::uint64_t{count});
+        } else {
+            m_externalAdded.fetch_sub(count, std::memory_order_seq_cst);
+        }
+        if (counter != nullptr) {
+            CounterOps::Finish(*counter, count);
+        }
+        throw;
     }
+#endif
 }
 
 void Scheduler::CheckThreadIndex(unsigned threadIndex, char const *what) const {

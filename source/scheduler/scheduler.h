@@ -117,6 +117,28 @@ public:
     // othersTasks: also other workers' task deques (the ready deques and
     // every queue `worker` owns or shares are always looked at).
     bool AnyWorkVisible(Worker const &worker, bool othersTasks = true) const;
+    // A call from a thread that is not one of this scheduler's workers (an
+    // outside thread, or a task of another scheduler) that readies a fiber or
+    // adds tasks. Once it has readied a fiber, that fiber may finish the last
+    // task and let the Init thread destroy the scheduler while the call still
+    // wakes a worker: Destroy waits until no such call is inside (the count
+    // goes up before the fiber is queued, and down, release, as the call's
+    // last touch of the scheduler).
+    class OutsideCall {
+    public:
+        explicit OutsideCall(Scheduler &scheduler) : m_scheduler(scheduler) {
+            m_scheduler.m_outsideCalls.fetch_add(1, std::memory_order_seq_cst);
+        }
+        ~OutsideCall() { m_scheduler.m_outsideCalls.fetch_sub(1, std::memory_order_release); }
+        OutsideCall(OutsideCall const &) = delete;
+        OutsideCall &operator=(OutsideCall const &) = delete;
+
+    private:
+        Scheduler &m_scheduler;
+    };
+    // Whether the scheduler's destruction has begun: adding tasks from an
+    // outside thread is then a fatal error (see AddItems).
+    bool Destroying() const { return m_destroying.load(std::memory_order_seq_cst); }
     // Timers (timers.h): a timed wait's or a sleep's node on the heap, and
     // off it; a parked worker is woken when the node's deadline is the new
     // earliest, so that it sleeps until then at most.
@@ -142,9 +164,16 @@ private:
     template <class Make>
     void AddItems(unsigned count, Make &&make, TaskPriority priority, TaskCounter *counter,
                   unsigned threadIndex);
+    // AddItems's work once the caller is known: `worker` is the calling
+    // thread's, or nullptr for an outside thread.
+    template <class Make>
+    void PushItems(Worker *worker, unsigned count, Make &make, TaskPriority priority, TaskCounter *counter,
+                   unsigned threadIndex);
     InitError Start();
     void ThreadMain(Worker *worker);
     void Drain();
+    // Destroy's: until no OutsideCall is inside.
+    void AwaitOutsideCalls() const;
     // Stops the worker threads started so far and frees what Start made:
     // the one way out, for a failed Start and for destruction alike.
     void Teardown(unsigned threadsStarted);
@@ -180,6 +209,8 @@ private:
     std::atomic<bool> m_drainRequested{false};
     std::unique_ptr<AtomicFlag> m_drainFlag;
     std::atomic<std::uint64_t> m_externalAdded{0};
+    std::atomic<std::uint32_t> m_outsideCalls{0}; // OutsideCall
+    std::atomic<bool> m_destroying{false};
     std::atomic<std::uint32_t> m_workersUp{0}; // worker threads started (Start waits for all)
     // Stall detection while draining: the finished count last seen changing,
     // and when.

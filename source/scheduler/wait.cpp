@@ -120,25 +120,33 @@ void WakeWaiter(Scheduler *scheduler, WaitNode *node, Readier readier) {
 void ReadyFiber(Scheduler &scheduler, Fiber *fiber, Worker *pinnedTo, Readier readier) {
     fiber->Transition(FiberState::Waiting, FiberState::Ready);
     Worker *current = scheduler.CurrentWorkerOfThis();
+    if (current == nullptr) {
+        // Counted before the fiber is queued: from then on it may run, end
+        // the last task, and the Init thread destroy the scheduler while this
+        // thread still wakes a worker. Destroy waits for the count.
+        Scheduler::OutsideCall const call(scheduler);
+        if (pinnedTo != nullptr) {
+            pinnedTo->Pinned().Push(fiber);
+            scheduler.NotifyWorker(pinnedTo->Index(), Scheduler::Waker::Outside);
+            return;
+        }
+        scheduler.Global(0).PushBatch(1, [fiber](std::size_t) { return TaskItem::ReadyFiber(fiber); });
+        scheduler.NotifyWork(Scheduler::Waker::Outside);
+        return;
+    }
     if (pinnedTo != nullptr) {
         pinnedTo->Pinned().Push(fiber);
         if (pinnedTo != current) {
-            scheduler.NotifyWorker(pinnedTo->Index(),
-                                   current == nullptr ? Scheduler::Waker::Outside : Scheduler::Waker::Worker);
+            scheduler.NotifyWorker(pinnedTo->Index(), Scheduler::Waker::Worker);
         }
         return;
     }
-    if (current != nullptr) {
-        if (readier != Readier::BetweenTasks && current->KeepsReadied()) {
-            current->KeepReadied(fiber, readier == Readier::TaskThatGoesOn);
-            return;
-        }
-        current->ReadyFibers().Push(fiber);
-        scheduler.NotifyWork(Scheduler::Waker::Worker);
+    if (readier != Readier::BetweenTasks && current->KeepsReadied()) {
+        current->KeepReadied(fiber, readier == Readier::TaskThatGoesOn);
         return;
     }
-    scheduler.Global(0).PushBatch(1, [fiber](std::size_t) { return TaskItem::ReadyFiber(fiber); });
-    scheduler.NotifyWork(Scheduler::Waker::Outside);
+    current->ReadyFibers().Push(fiber);
+    scheduler.NotifyWork(Scheduler::Waker::Worker);
 }
 
 bool RegisterSleep(void *scheduler, WaitNode *node) {
