@@ -77,7 +77,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     ftl::detail::AdoptThreadStack(g_thread, 0, false);
-    if (!ftl::detail::MakeFiberStack(g_pool, 1, 64 * 1024, &Bounce)) {
+    if (!ftl::detail::MakeFiberStack(g_pool, 1, 64 * 1024, 64 * 1024, &Bounce)) {
         std::fprintf(stderr, "ftl_switch_cost: no memory for a fiber stack\n");
         return 1;
     }

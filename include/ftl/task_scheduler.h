@@ -82,9 +82,25 @@ struct TaskSchedulerInitOptions {
     EventCallbacks Callbacks;
 
     // Not in the lineage.
-    // Usable stack of each pool fiber, rounded up to whole pages; a guard page
-    // below it turns an overflow into a fault.
+    // Usable stack of each pool fiber, rounded up to whole pages: from 16 KiB
+    // to 1 GiB (else Init returns InvalidOptions).
     std::size_t FiberStackSize = 256 * 1024;
+    // The inaccessible guard below each pool fiber's stack, rounded up to
+    // whole pages: from 1 byte (one page) to 1 GiB (else Init returns
+    // InvalidOptions). It is reserved address space, not memory. An overflow
+    // faults (and CatchStackOverflow reports it) when the first address it
+    // touches lies in the guard; the first touch of a frame is often its
+    // lowest address (the return address of a call it makes), so a frame
+    // larger than the free stack plus the guard can step over the guard and
+    // write into whatever lies below it. Raise it above the largest frame a
+    // task has (a large local array), or compile with
+    // -fstack-clash-protection (GCC, Clang), which touches each page of a
+    // large frame in order, so that any frame meets the guard: the two
+    // together are the full answer. A page above each stack is kept
+    // inaccessible too, so two stacks' memory is never adjacent. Windows
+    // fibers use the system's guard, which compilers there always probe
+    // (__chkstk), and ignore this size beyond checking it.
+    std::size_t FiberStackGuardSize = 64 * 1024;
     FiberPoolPolicy PoolPolicy = FiberPoolPolicy::Grow;
     // Pin worker i to the i-th core of the process's affinity set (wrapping
     // when there are more threads than cores). The thread that called Init gets
@@ -98,7 +114,7 @@ struct TaskSchedulerInitOptions {
     // False leaves the caller's affinity alone: worker 0 runs wherever the OS
     // puts it, and the threads it starts get its own mask.
     bool PinCallingThread = true;
-    // Report a fiber stack overflow (a fault in a fiber's guard page) with the
+    // Report a fiber stack overflow (a fault in a fiber's guard) with the
     // fiber and its stack size, then abort. Installs a SIGSEGV/SIGBUS handler
     // for the scheduler's lifetime that passes every other fault on to the
     // handler installed before it, and an alternate signal stack on each

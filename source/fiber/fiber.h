@@ -1,5 +1,5 @@
-// The fiber layer: a fiber is a stack of its own (with a guard page below
-// it) and a saved context. Switching fibers is one jump that carries a
+// The fiber layer: a fiber is a stack of its own (with a guard below it)
+// and a saved context. Switching fibers is one jump that carries a
 // message to the other side; what must happen to
 // the fiber left (back to the pool, or published as a waiter) is the
 // scheduler's post-switch step, done by the fiber switched to once the switch
@@ -59,7 +59,7 @@ struct alignas(64) Fiber {
     // switch into it.
     Worker *CurrentWorker = nullptr;
 
-    // Pool fibers: the memory of the stack, guard page included (Win32: the
+    // Pool fibers: the memory of the stack, guard and gap included (Win32: the
     // system's fiber, which owns its stack). nullptr for a thread's stack.
     void *Mapping = nullptr;
 #if FTL_FIBER_WIN32
@@ -130,9 +130,11 @@ static_assert(sizeof(Fiber) == 128, "a fiber descriptor takes two cache lines");
 void DescribePoolFiber(Fiber &fiber, unsigned index, FiberEntry entry);
 void DescribeThreadFiber(Fiber &fiber, unsigned index, bool reported);
 
-// Makes a pool fiber's stack and context; it starts at `entry`. False when
-// the memory could not be had.
-bool MakeFiberStack(Fiber &fiber, unsigned index, std::size_t stackSize, FiberEntry entry);
+// Makes a pool fiber's stack and context, with a guard of guardSize bytes
+// below the stack (MapStack); it starts at `entry`. False when the memory
+// could not be had.
+bool MakeFiberStack(Fiber &fiber, unsigned index, std::size_t stackSize, std::size_t guardSize,
+                    FiberEntry entry);
 void UnmakeFiberStack(Fiber &fiber);
 // Makes `fiber` stand for the calling thread's own stack, with pool index
 // `index`; `reported` as in Fiber::Reported.
@@ -153,9 +155,10 @@ void LoadNewFiberFpControl();
 void *SwitchFiber(Fiber *from, Fiber *to, void *message);
 
 // Where a fault address lies relative to a fiber's stack: below a pool
-// fiber's stack (its guard page, or just under it: a frame larger than a page
-// can jump past the guard's start), or below a thread's stack (the kernel's
-// stack guard gap for the main thread, glibc's guard page otherwise).
+// fiber's stack (its guard, or just under it: a frame larger than the guard
+// can step over it into the gap above the stack below), or below a thread's
+// stack (the kernel's stack guard gap for the main thread, glibc's guard page
+// otherwise).
 enum class StackFault { None, PoolGuard, ThreadGuard };
 StackFault ClassifyFault(Fiber const &fiber, std::uintptr_t address);
 

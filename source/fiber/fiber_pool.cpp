@@ -7,11 +7,16 @@
 namespace ftl {
 namespace detail {
 
-bool FiberPool::Init(unsigned size, unsigned numWorkers, std::size_t stackSize, FiberPoolPolicy policy,
-                     EventCallbacks const &callbacks, FiberEntry entry, Fiber *threadFiber0) {
+bool FiberPool::Init(unsigned size, unsigned numWorkers, std::size_t stackSize, std::size_t guardSize,
+                     FiberPoolPolicy policy, EventCallbacks const &callbacks, FiberEntry entry,
+                     Fiber *threadFiber0) {
+    if (!ValidSizes(stackSize, guardSize)) {
+        return false;
+    }
     m_numLocal = numWorkers;
     m_local.reset(new FreeList[numWorkers]);
     m_stackSize = stackSize;
+    m_guardSize = guardSize;
     m_initialSize = size;
     m_policy = policy;
     m_callbacks = callbacks;
@@ -76,7 +81,7 @@ Fiber *FiberPool::Make(unsigned index) {
     std::fenv_t callersEnv;
     std::fegetenv(&callersEnv);
     std::fesetenv(&m_initFloatEnv);
-    bool const made = MakeFiberStack(*fiber, index, m_stackSize, m_entry);
+    bool const made = MakeFiberStack(*fiber, index, m_stackSize, m_guardSize, m_entry);
     std::fesetenv(&callersEnv);
     return made ? fiber : nullptr;
 }
@@ -153,10 +158,10 @@ Fiber *FiberPool::TakeFresh() {
     Fiber *fiber = Make(index);
     if (fiber == nullptr) {
         FTL_FATAL(
-            "the fiber pool could not make fiber %u: the system refused a stack of %zu bytes (on Linux each "
-            "fiber takes two mappings, its stack and its guard page; see vm.max_map_count and the memory "
-            "limits)",
-            index, m_stackSize);
+            "the fiber pool could not make fiber %u: the system refused a stack of %zu bytes with a guard of "
+            "%zu (on Linux each fiber takes two mappings, its stack and its guard; see vm.max_map_count and "
+            "the memory limits)",
+            index, m_stackSize, m_guardSize);
     }
     return fiber;
 }

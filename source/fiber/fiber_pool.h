@@ -48,11 +48,25 @@ struct FreeList {
 
 class FiberPool {
 public:
+    // The bounds of TaskSchedulerInitOptions::FiberStackSize and
+    // FiberStackGuardSize. With both at most 1 GiB, rounding them up to pages
+    // and adding the gap (MapStack) cannot wrap, even in 32 bits.
+    static constexpr std::size_t kMinStackSize = 16 * 1024;
+    static constexpr std::size_t kMaxStackSize = std::size_t{1} << 30;
+    static constexpr std::size_t kMaxGuardSize = std::size_t{1} << 30;
+    // Whether Init takes these sizes: a stack in [kMinStackSize,
+    // kMaxStackSize], a guard in [1, kMaxGuardSize] (both are rounded up to
+    // whole pages).
+    static bool ValidSizes(std::size_t stackSize, std::size_t guardSize) {
+        return stackSize >= kMinStackSize && stackSize <= kMaxStackSize && guardSize != 0 &&
+               guardSize <= kMaxGuardSize;
+    }
+
     // threadFiber0 is the Init thread's own fiber, which takes index 0.
     // Makes the worker threads' first fibers; false when their stacks could
-    // not be had.
-    bool Init(unsigned size, unsigned numWorkers, std::size_t stackSize, FiberPoolPolicy policy,
-              EventCallbacks const &callbacks, FiberEntry entry, Fiber *threadFiber0);
+    // not be had, or when the sizes are not ValidSizes.
+    bool Init(unsigned size, unsigned numWorkers, std::size_t stackSize, std::size_t guardSize,
+              FiberPoolPolicy policy, EventCallbacks const &callbacks, FiberEntry entry, Fiber *threadFiber0);
     // Unmaps every stack made. No fiber may run on one any more.
     void DestroyAll();
 
@@ -122,6 +136,7 @@ private:
 
     std::mutex m_mutex; // making chunks, growing
     std::size_t m_stackSize = 0;
+    std::size_t m_guardSize = 0;
     unsigned m_initialSize = 0;
     FiberPoolPolicy m_policy = FiberPoolPolicy::Grow;
     EventCallbacks m_callbacks;

@@ -1,5 +1,5 @@
-// The fiber switch on Boost.Context: stacks from MapStack (a guard page
-// below each), fcontext jumps, and the sanitizer and valgrind annotations of
+// The fiber switch on Boost.Context: stacks from MapStack (a guard below
+// each), fcontext jumps, and the sanitizer and valgrind annotations of
 // each switch. The backend wherever Boost.Context is installed.
 #include "fiber/fiber.h"
 
@@ -86,9 +86,10 @@ constexpr bool kCarryFpControl = false;
 
 } // namespace
 
-bool MakeFiberStack(Fiber &fiber, unsigned index, std::size_t stackSize, FiberEntry entry) {
+bool MakeFiberStack(Fiber &fiber, unsigned index, std::size_t stackSize, std::size_t guardSize,
+                    FiberEntry entry) {
     StackMemory stack;
-    if (!MapStack(stackSize, stack)) {
+    if (!MapStack(stackSize, guardSize, stack)) {
         return false;
     }
     std::size_t const usable = stack.Size;
@@ -163,13 +164,15 @@ void *SwitchFiber(Fiber *from, Fiber *to, void *message) {
 }
 
 StackFault ClassifyFault(Fiber const &fiber, std::uintptr_t address) {
-    // A frame larger than a page can jump past a guard's start: faults this
-    // far below still count.
+    // Below a pool fiber's guard lies the gap above another stack, or memory
+    // nobody mapped: a fault there is a frame that stepped over the whole
+    // guard, so faults this far below the mapping still count.
     constexpr std::uintptr_t kBelowGuardSlack = 64 * 1024;
     // A thread's guard (the kernel's stack guard gap for the main thread,
     // glibc's guard page otherwise) lies below its floor.
     constexpr std::uintptr_t kThreadGuardSlack = 1024 * 1024 + kBelowGuardSlack;
     if (!fiber.IsThreadFiber && fiber.Mapping != nullptr) {
+        // The guard is [Mapping, StackLow), of any size (MapStack).
         auto const guardEnd = reinterpret_cast<std::uintptr_t>(fiber.StackLow);
         auto const mappingStart = reinterpret_cast<std::uintptr_t>(fiber.Mapping);
         std::uintptr_t const lowest = mappingStart > kBelowGuardSlack ? mappingStart - kBelowGuardSlack : 0;

@@ -48,10 +48,14 @@ void WINAPI FiberStart(void *parameter) {
 
 } // namespace
 
-bool MakeFiberStack(Fiber &fiber, unsigned index, std::size_t stackSize, FiberEntry entry) {
+bool MakeFiberStack(Fiber &fiber, unsigned index, std::size_t stackSize, std::size_t /*guardSize*/,
+                    FiberEntry entry) {
     // Reserved in full, committed as it grows; the system rounds the
     // reservation up to its allocation granularity. The guard pages and the
     // guarantee come out of the reservation, so it gets room for them on top.
+    // The system's guard is what guards these stacks: Windows compilers probe
+    // every page of a frame larger than one (__chkstk), so no frame steps
+    // over it, and FiberStackGuardSize is not used.
     void *handle =
         CreateFiberEx(0, stackSize + kSystemStackGuardBytes, FIBER_FLAG_FLOAT_SWITCH, &FiberStart, &fiber);
     if (handle == nullptr) {

@@ -159,22 +159,38 @@ void UnmapPages(void *memory, std::size_t bytes);
 // so that the first write later does not fault.
 void PopulatePages(void *memory, std::size_t bytes);
 
-// A fiber stack with one inaccessible guard page below it, so an overflow
-// faults instead of writing over other memory.
+// A fiber stack between two inaccessible regions of reserved address space
+// (no memory behind them): the guard below it, which a frame that overflows
+// the stack meets first, and the gap above it, one page, so that the usable
+// memory of two stacks is never adjacent. An overflow faults as long as the
+// first address it touches lies less than the guard plus a neighbour's gap
+// below the stack; a frame larger than that can step over both unless the
+// compiler probes its pages (-fstack-clash-protection).
+//
+//   Mapping                                                   Mapping + MappingSize
+//   | guard (GuardSize) | usable stack (Size), grows down | gap |
+//                       ^ Low
 struct StackMemory {
-    void *Mapping = nullptr; // the whole block, guard page included
+    void *Mapping = nullptr; // the whole block, guard and gap included
     std::size_t MappingSize = 0;
     void *Low = nullptr; // lowest usable address, just above the guard
     std::size_t Size = 0;
+    std::size_t GuardSize = 0;
 };
-// The layout of a stack of `usable` bytes (whole pages) whose block starts
-// at `mapping` with its guard page.
-inline StackMemory GuardedStackAt(void *mapping, std::size_t usable) {
-    std::size_t const page = PageSize();
-    return StackMemory{mapping, usable + page, static_cast<char *>(mapping) + page, usable};
+// The gap above each stack.
+inline std::size_t StackGapSize() {
+    return PageSize();
 }
-// `usable` is rounded up to whole pages. False when the memory is refused.
-bool MapStack(std::size_t usable, StackMemory &stack);
+// The layout of a stack of `usable` bytes below a guard of `guard` bytes
+// (both whole pages) whose block starts at `mapping`.
+inline StackMemory GuardedStackAt(void *mapping, std::size_t usable, std::size_t guard) {
+    return StackMemory{mapping, guard + usable + StackGapSize(), static_cast<char *>(mapping) + guard, usable,
+                       guard};
+}
+// `usable` and `guard` are rounded up to whole pages; the caller has checked
+// that guard + usable + gap fits (FiberPool::ValidSizes). False when the
+// memory is refused.
+bool MapStack(std::size_t usable, std::size_t guard, StackMemory &stack);
 void UnmapStack(void *mapping, std::size_t mappingSize);
 
 #if defined(_WIN32)

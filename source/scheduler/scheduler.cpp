@@ -100,7 +100,7 @@ InitError Scheduler::Start() {
         m_numWorkers = kMaxWorkers;
     }
     if (m_numWorkers == 0 || m_numWorkers > kMaxWorkers || options.FiberPoolSize == 0 ||
-        options.FiberStackSize < 16 * 1024 ||
+        !FiberPool::ValidSizes(options.FiberStackSize, options.FiberStackGuardSize) ||
         (options.PoolPolicy == FiberPoolPolicy::Fatal && options.FiberPoolSize < m_numWorkers) ||
         !ValidBehavior(options.Behavior) ||
         (options.PoolPolicy != FiberPoolPolicy::Grow && options.PoolPolicy != FiberPoolPolicy::Fatal)) {
@@ -123,8 +123,8 @@ InitError Scheduler::Start() {
 
     Worker &main = m_workers[0];
     RememberNewFiberFpControl();
-    if (!m_pool.Init(options.FiberPoolSize, m_numWorkers, options.FiberStackSize, options.PoolPolicy,
-                     options.Callbacks, &Worker::FiberEntry, &main.ThreadFiber())) {
+    if (!m_pool.Init(options.FiberPoolSize, m_numWorkers, options.FiberStackSize, options.FiberStackGuardSize,
+                     options.PoolPolicy, options.Callbacks, &Worker::FiberEntry, &main.ThreadFiber())) {
         return InitError::FiberCreationFailed;
     }
     EventCallbacks const &callbacks = options.Callbacks;

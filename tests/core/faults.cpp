@@ -7,6 +7,7 @@
 #include "scheduler/mechanisms.h"
 #include "test_support.h"
 
+#include <cstdint>
 #include <cstring>
 #include <new>
 #include <sstream>
@@ -50,6 +51,59 @@ void RunOneTask(unsigned threads, ftl::TaskFunction function, void *arg, std::si
     ts.WaitForCounter(&counter);
 }
 
+// A frame of `Bytes` whose first touch is its lowest byte, as the return
+// address of a call made from a frame with a large local array is: without
+// -fstack-clash-protection nothing touches the pages between the caller's
+// frame and that byte first.
+template <std::size_t Bytes>
+__attribute__((noinline)) unsigned LargeFrame() {
+    volatile char frame[Bytes];
+    frame[0] = 1;
+    frame[Bytes - 1] = 2;
+    return static_cast<unsigned>(frame[0] + frame[Bytes - 1]);
+}
+
+// Two fibers whose stacks were made one after the other (so the second
+// lies just below the first): the second parks on `gate` with its frames at
+// the top of its stack, then the first, resumed, runs a frame of `Bytes`
+// that steps below its own stack, past the 4 KiB a one-page guard would
+// cover. The child must die of ftl's report, not run on with the second
+// fiber's stack written over.
+template <std::size_t Bytes>
+void OverflowAboveAParkedFiber(std::size_t stackSize, std::size_t guardSize) {
+    ftl::TaskScheduler ts;
+    ftl::TaskSchedulerInitOptions options = Options(1);
+    options.FiberStackSize = stackSize;
+    options.FiberStackGuardSize = guardSize;
+    ftl::detail::Mechanisms mechanisms;
+    mechanisms.InlineChildren = false; // every task on a pool fiber of its own
+    REQUIRE(ftl::detail::InitWithMechanisms(ts, options, mechanisms) == 0);
+    struct Shared {
+        ftl::AtomicFlag Started;
+        ftl::AtomicFlag Gate;
+        unsigned Sink = 0;
+    } shared{ftl::AtomicFlag(&ts, 1), ftl::AtomicFlag(&ts, 1)};
+    ftl::TaskCounter counter(&ts);
+    ts.AddTask({[](ftl::TaskScheduler *t, void *arg) {
+                    auto *s = static_cast<Shared *>(arg);
+                    ftl::TaskCounter parked(t);
+                    t->AddTask({[](ftl::TaskScheduler *t2, void *arg2) {
+                                    auto *s2 = static_cast<Shared *>(arg2);
+                                    s2->Started.Clear();
+                                    t2->WaitForCounter(&s2->Gate);
+                                },
+                                s},
+                               ftl::TaskPriority::Normal, &parked);
+                    t->WaitForCounter(&s->Started); // the second fiber runs meanwhile
+                    s->Sink = LargeFrame<Bytes>();
+                    s->Gate.Clear();
+                    t->WaitForCounter(&parked);
+                },
+                &shared},
+               ftl::TaskPriority::Normal, &counter);
+    ts.WaitForCounter(&counter);
+}
+
 } // namespace
 
 TEST_CASE("A fiber stack overflow is reported with the fiber and its stack size", "[faults]") {
@@ -90,6 +144,28 @@ TEST_CASE("Faults that are not a fiber overflow go to the previous handler", "[f
     INFO("child stderr:\n" << result.Stderr);
     REQUIRE(result.AccessFault());
     REQUIRE_FALSE(result.StderrHas("stack overflow"));
+}
+
+TEST_CASE("A frame that steps over a one-page guard is reported, not written into the stack below",
+          "[faults]") {
+    SECTION("The default guard, a 96 KiB frame on a 64 KiB stack") {
+        ChildResult const result = RunInChild([] {
+            OverflowAboveAParkedFiber<96 * 1024>(64 * 1024,
+                                                 ftl::TaskSchedulerInitOptions{}.FiberStackGuardSize);
+        });
+        RequireFatal(result, "stack overflow in fiber");
+        REQUIRE(result.StderrHas("its stack is 65536 bytes"));
+    }
+    SECTION("A 512 KiB guard, a 320 KiB frame on a 64 KiB stack") {
+        ChildResult const result =
+            RunInChild([] { OverflowAboveAParkedFiber<320 * 1024>(64 * 1024, 512 * 1024); });
+        RequireFatal(result, "stack overflow in fiber");
+        REQUIRE(result.StderrHas("its stack is 65536 bytes"));
+    }
+}
+
+TEST_CASE("The default stack guard covers 64 KiB", "[faults]") {
+    REQUIRE(ftl::TaskSchedulerInitOptions{}.FiberStackGuardSize == 64u * 1024u);
 }
 
 TEST_CASE("An exception escaping a task without a TaskCounter is reported and ends the process", "[faults]") {

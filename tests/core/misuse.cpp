@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -64,6 +65,52 @@ TEST_CASE("Init reports errors as InitError values", "[misuse]") {
         // A scheduler whose Init failed can be destroyed, and a new one made.
         ftl::TaskScheduler other;
         REQUIRE(other.Init(Options(2)) == 0);
+    }
+
+    SECTION("Stack and guard sizes that are absurd, or whose sum with the gap cannot be mapped") {
+        std::size_t const max = std::numeric_limits<std::size_t>::max();
+        std::size_t const defaultGuard = ftl::TaskSchedulerInitOptions{}.FiberStackGuardSize;
+        struct Sizes {
+            std::size_t Stack;
+            std::size_t Guard;
+        };
+        Sizes const cases[] = {
+            {max, defaultGuard},                    // rounding up to pages would wrap to 0
+            {max - 4095, defaultGuard},             // rounds up to exactly 0
+            {max - defaultGuard + 1, defaultGuard}, // stack + guard wraps
+            {max / 2 + 1, max / 2 + 1},             // stack + guard wraps
+            {(std::size_t{1} << 30) + 1, defaultGuard},
+            {16 * 1024 - 1, defaultGuard},
+            {256 * 1024, 0},
+            {256 * 1024, max},
+            {256 * 1024, max - 4095},
+            {256 * 1024, (std::size_t{1} << 30) + 1},
+        };
+        // One thread makes no stack at Init, two make one: both must refuse.
+        for (unsigned threads : {1u, 2u}) {
+            for (Sizes const &sizes : cases) {
+                CAPTURE(threads, sizes.Stack, sizes.Guard);
+                ftl::TaskSchedulerInitOptions options = Options(threads);
+                options.FiberStackSize = sizes.Stack;
+                options.FiberStackGuardSize = sizes.Guard;
+                ftl::TaskScheduler ts;
+                REQUIRE(ts.Init(options) == static_cast<int>(ftl::InitError::InvalidOptions));
+            }
+        }
+        // The bounds themselves are taken, and a large guard works.
+        for (Sizes const &sizes : {Sizes{16 * 1024, 1}, Sizes{64 * 1024, 4 * 1024 * 1024}}) {
+            CAPTURE(sizes.Stack, sizes.Guard);
+            ftl::TaskSchedulerInitOptions options = Options(2);
+            options.FiberStackSize = sizes.Stack;
+            options.FiberStackGuardSize = sizes.Guard;
+            ftl::TaskScheduler ts;
+            REQUIRE(ts.Init(options) == 0);
+            FibCall fib{12, 0};
+            ftl::TaskCounter counter(&ts);
+            ts.AddTask(ftl::Task{ftl_test::FibTask, &fib}, ftl::TaskPriority::Normal, &counter);
+            ts.WaitForCounter(&counter);
+            REQUIRE(fib.Result == 144u);
+        }
     }
 
     SECTION("A thread that is already a worker of a live scheduler") {

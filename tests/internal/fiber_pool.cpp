@@ -30,6 +30,7 @@ using ftl_test::RunInChild;
 namespace {
 
 constexpr std::size_t kStackSize = 32 * 1024;
+constexpr std::size_t kGuardSize = 64 * 1024;
 
 [[noreturn]] void NeverEntered(void * /*message*/) {
     std::abort(); // these fibers are never switched to
@@ -51,7 +52,8 @@ public:
         ftl::EventCallbacks callbacks;
         callbacks.Context = &Growth;
         callbacks.OnFiberPoolGrown = OnGrown;
-        InitOk = Pool.Init(size, numWorkers, kStackSize, policy, callbacks, NeverEntered, &ThreadFiber);
+        InitOk = Pool.Init(size, numWorkers, kStackSize, kGuardSize, policy, callbacks, NeverEntered,
+                           &ThreadFiber);
     }
     ~TestPool() { Pool.DestroyAll(); }
     TestPool(TestPool const &) = delete;

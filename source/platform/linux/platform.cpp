@@ -129,20 +129,24 @@ void PopulatePages(void *memory, std::size_t bytes) {
     TouchPages(memory, bytes); // older kernels
 }
 
-bool MapStack(std::size_t usable, StackMemory &stack) {
-    std::size_t const page = PageSize();
+bool MapStack(std::size_t usable, std::size_t guard, StackMemory &stack) {
     usable = RoundUpToPages(usable);
-    std::size_t const mappingSize = usable + page; // one guard page below the stack
-    void *mapping = mmap(nullptr, mappingSize, PROT_READ | PROT_WRITE,
-                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    guard = RoundUpToPages(guard);
+    std::size_t const mappingSize = guard + usable + StackGapSize();
+    // Reserved inaccessible as a whole, then the stack opened: the guard and
+    // the gap cost address space only. Two stacks mapped next to each other
+    // give two mappings each, since the gap of the lower one and the guard of
+    // the upper one merge into one.
+    void *mapping =
+        mmap(nullptr, mappingSize, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
     if (mapping == MAP_FAILED) {
         return false;
     }
-    if (mprotect(mapping, page, PROT_NONE) != 0) {
+    if (mprotect(static_cast<char *>(mapping) + guard, usable, PROT_READ | PROT_WRITE) != 0) {
         munmap(mapping, mappingSize);
         return false;
     }
-    stack = GuardedStackAt(mapping, usable);
+    stack = GuardedStackAt(mapping, usable, guard);
     return true;
 }
 

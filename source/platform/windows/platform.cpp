@@ -135,20 +135,21 @@ void PopulatePages(void *memory, std::size_t bytes) {
     TouchPages(memory, bytes);
 }
 
-bool MapStack(std::size_t usable, StackMemory &stack) {
-    std::size_t const page = PageSize();
+bool MapStack(std::size_t usable, std::size_t guard, StackMemory &stack) {
     usable = RoundUpToPages(usable);
-    std::size_t const mappingSize = usable + page; // one guard page below the stack
-    void *mapping = VirtualAlloc(nullptr, mappingSize, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE);
+    guard = RoundUpToPages(guard);
+    std::size_t const mappingSize = guard + usable + StackGapSize();
+    // Reserved inaccessible as a whole, then the stack committed: the guard
+    // and the gap cost address space only.
+    void *mapping = VirtualAlloc(nullptr, mappingSize, MEM_RESERVE, PAGE_NOACCESS);
     if (mapping == nullptr) {
         return false;
     }
-    DWORD old = 0;
-    if (VirtualProtect(mapping, page, PAGE_NOACCESS, &old) == 0) {
+    if (VirtualAlloc(static_cast<char *>(mapping) + guard, usable, MEM_COMMIT, PAGE_READWRITE) == nullptr) {
         VirtualFree(mapping, 0, MEM_RELEASE);
         return false;
     }
-    stack = GuardedStackAt(mapping, usable);
+    stack = GuardedStackAt(mapping, usable, guard);
     return true;
 }
 
