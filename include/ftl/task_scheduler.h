@@ -115,10 +115,13 @@ struct TaskSchedulerInitOptions {
     // puts it, and the threads it starts get its own mask.
     bool PinCallingThread = true;
     // Report a fiber stack overflow (a fault in a fiber's guard) with the
-    // fiber and its stack size, then abort. Installs a SIGSEGV/SIGBUS handler
-    // for the scheduler's lifetime that passes every other fault on to the
-    // handler installed before it, and an alternate signal stack on each
-    // worker thread.
+    // fiber and its stack size, then abort(), which runs the program's own
+    // SIGABRT handler if it has one. Installs a SIGSEGV/SIGBUS handler for the
+    // scheduler's lifetime that passes every other fault on to the handler
+    // installed before it, and an alternate signal stack on each worker
+    // thread. When the scheduler is destroyed, the handler from before Init
+    // is put back only if ftl's is still the one installed: a handler the
+    // program installed meanwhile stays.
     bool CatchStackOverflow = true;
     // Write a Chrome trace-event file (open it in Perfetto or
     // chrome://tracing) when the scheduler is destroyed: one span per task on

@@ -3,10 +3,12 @@
 // and stack overflows (windows/fault.cpp).
 //
 // A fault is offered to the explainer the scheduler registers. If the
-// explainer recognises it (a fiber's stack overflowing into its guard page),
+// explainer recognises it (a fiber's stack overflowing into its guard),
 // it writes its report with the async-signal-safe writers below, and the
-// process aborts. Any other fault is handed on: to the handler that was
-// installed before ours on Linux, to the next handler on Windows. The
+// process aborts (on Linux with abort(), so the program's SIGABRT handler
+// runs). Any other fault is handed on: to the handler that was installed
+// before ours on Linux, to the next handler on Windows. Removing ours puts
+// that handler back only while ours is the one installed. The
 // handler needs stack of its own (FaultHandlerStack): the faulting stack has
 // no room left.
 #pragma once

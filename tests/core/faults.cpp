@@ -14,6 +14,13 @@
 #include <stdexcept>
 #include <string>
 
+#if !defined(_WIN32)
+#include <csignal>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
 using ftl_test::ChildResult;
 using ftl_test::Options;
 using ftl_test::RunInChild;
@@ -167,6 +174,153 @@ TEST_CASE("A frame that steps over a one-page guard is reported, not written int
 TEST_CASE("The default stack guard covers 64 KiB", "[faults]") {
     REQUIRE(ftl::TaskSchedulerInitOptions{}.FiberStackGuardSize == 64u * 1024u);
 }
+
+#if !defined(_WIN32)
+
+namespace {
+
+void WriteMarker(char const *text) {
+    ssize_t const ignored = write(STDERR_FILENO, text, std::strlen(text));
+    (void)ignored;
+}
+
+void UserHandler(int, siginfo_t *, void *) {
+    WriteMarker("user fault handler ran\n");
+    _exit(43);
+}
+
+bool IsUserHandler(int signal) {
+    struct sigaction current {};
+    sigaction(signal, nullptr, &current);
+    return (current.sa_flags & SA_SIGINFO) != 0 && current.sa_sigaction == &UserHandler;
+}
+
+void InstallUserHandler(int signal, int flags = 0, int masked = 0) {
+    struct sigaction action {};
+    action.sa_sigaction = &UserHandler;
+    action.sa_flags = SA_SIGINFO | flags;
+    sigemptyset(&action.sa_mask);
+    if (masked != 0) {
+        sigaddset(&action.sa_mask, masked);
+    }
+    REQUIRE(sigaction(signal, &action, nullptr) == 0);
+}
+
+} // namespace
+
+TEST_CASE("A fault handler the program installs after Init stays after the scheduler is destroyed",
+          "[faults]") {
+    ChildResult const result = RunInChild([] {
+        {
+            ftl::TaskScheduler ts;
+            REQUIRE(ts.Init(Options(2)) == 0);
+            InstallUserHandler(SIGSEGV);
+            InstallUserHandler(SIGBUS);
+        }
+        WriteMarker(IsUserHandler(SIGSEGV) ? "SIGSEGV: the program's\n" : "SIGSEGV: replaced\n");
+        WriteMarker(IsUserHandler(SIGBUS) ? "SIGBUS: the program's\n" : "SIGBUS: replaced\n");
+    });
+    INFO("child stderr:\n" << result.Stderr);
+    REQUIRE(result.Exited);
+    REQUIRE(result.ExitCode == 0);
+    REQUIRE(result.StderrHas("SIGSEGV: the program's"));
+    REQUIRE(result.StderrHas("SIGBUS: the program's"));
+}
+
+TEST_CASE("The fault handler from before Init is put back when the scheduler is destroyed", "[faults]") {
+    ChildResult const result = RunInChild([] {
+        InstallUserHandler(SIGSEGV);
+        {
+            ftl::TaskScheduler ts;
+            REQUIRE(ts.Init(Options(2)) == 0);
+            WriteMarker(IsUserHandler(SIGSEGV) ? "during: the program's\n" : "during: ftl's\n");
+        }
+        WriteMarker(IsUserHandler(SIGSEGV) ? "after: the program's\n" : "after: other\n");
+    });
+    INFO("child stderr:\n" << result.Stderr);
+    REQUIRE(result.Exited);
+    REQUIRE(result.ExitCode == 0);
+    REQUIRE(result.StderrHas("during: ftl's"));
+    REQUIRE(result.StderrHas("after: the program's"));
+}
+
+namespace {
+
+// A one-shot handler (SA_RESETHAND) that blocks SIGUSR1 while it runs.
+void OneShotHandler(int, siginfo_t *, void *) {
+    struct sigaction current {};
+    sigaction(SIGSEGV, nullptr, &current);
+    WriteMarker((current.sa_flags & SA_SIGINFO) == 0 && current.sa_handler == SIG_DFL
+                    ? "reset to default: yes\n"
+                    : "reset to default: no\n");
+    sigset_t mask;
+    pthread_sigmask(SIG_BLOCK, nullptr, &mask);
+    WriteMarker(sigismember(&mask, SIGUSR1) == 1 ? "SIGUSR1 blocked: yes\n" : "SIGUSR1 blocked: no\n");
+    _exit(44);
+}
+
+} // namespace
+
+TEST_CASE("A fault that is not a fiber overflow reaches the program's handler as the kernel would deliver it",
+          "[faults]") {
+    ChildResult const result = RunInChild([] {
+        struct sigaction action {};
+        action.sa_sigaction = &OneShotHandler;
+        action.sa_flags = SA_SIGINFO | static_cast<int>(SA_RESETHAND);
+        sigemptyset(&action.sa_mask);
+        sigaddset(&action.sa_mask, SIGUSR1);
+        REQUIRE(sigaction(SIGSEGV, &action, nullptr) == 0);
+        RunOneTask(
+            2,
+            [](ftl::TaskScheduler *, void *) {
+                // A real fault (si_code > 0), away from any stack.
+                void *page = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                *static_cast<char volatile *>(page) = 1;
+            },
+            nullptr);
+    });
+    INFO("child stderr:\n" << result.Stderr);
+    REQUIRE(result.Exited);
+    REQUIRE(result.ExitCode == 44);
+    REQUIRE(result.StderrHas("reset to default: yes"));
+    REQUIRE(result.StderrHas("SIGUSR1 blocked: yes"));
+    REQUIRE_FALSE(result.StderrHas("stack overflow"));
+}
+
+namespace {
+
+void UserAbortHandler(int) {
+    WriteMarker("the program's SIGABRT handler ran\n");
+    _exit(45);
+}
+
+} // namespace
+
+TEST_CASE("After a stack overflow's report the program's SIGABRT handler runs", "[faults]") {
+    ChildResult const result = RunInChild([] {
+        struct sigaction action {};
+        action.sa_handler = &UserAbortHandler;
+        sigemptyset(&action.sa_mask);
+        REQUIRE(sigaction(SIGABRT, &action, nullptr) == 0);
+        RunOneTask(
+            2,
+            [](ftl::TaskScheduler *, void *) {
+                volatile unsigned sink = Recurse(10000000);
+                (void)sink;
+            },
+            nullptr, 64 * 1024, false);
+    });
+    INFO("child stderr:\n" << result.Stderr);
+    REQUIRE(result.Exited);
+    REQUIRE(result.ExitCode == 45);
+    std::size_t const report = result.Stderr.find("ftl: fatal error: stack overflow in fiber");
+    std::size_t const handler = result.Stderr.find("the program's SIGABRT handler ran");
+    REQUIRE(report != std::string::npos);
+    REQUIRE(handler != std::string::npos);
+    REQUIRE(report < handler);
+}
+
+#endif
 
 TEST_CASE("An exception escaping a task without a TaskCounter is reported and ends the process", "[faults]") {
     // With a counter it would go to the counter's next waiter

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <pthread.h>
 
 namespace ftl {
 namespace detail {
@@ -18,16 +19,60 @@ static_assert(sizeof(stack_t) <= 32, "FaultHandlerStack keeps a stack_t in 32 by
 
 constexpr std::size_t kAltStackSize = 64 * 1024;
 
+// The handlers in place when ours was installed: every fault that is not
+// ours goes to them, and they are put back when ours is removed.
 struct sigaction g_previousSegv;
 struct sigaction g_previousBus;
 
-[[noreturn]] void AbortNow() {
-    // Default SIGABRT action, even if the program replaced it.
-    struct sigaction abortAction;
-    std::memset(&abortAction, 0, sizeof(abortAction));
-    abortAction.sa_handler = SIG_DFL;
-    sigaction(SIGABRT, &abortAction, nullptr);
-    std::abort();
+// sa_flags is an int, and some SA_ constants are unsigned.
+bool HasFlag(struct sigaction const &action, unsigned long flag) {
+    return (static_cast<unsigned long>(static_cast<unsigned>(action.sa_flags)) & flag) != 0;
+}
+
+bool IsHandlerFunction(struct sigaction const &action) {
+    if (HasFlag(action, SA_SIGINFO)) {
+        return action.sa_sigaction != nullptr;
+    }
+    return action.sa_handler != SIG_DFL && action.sa_handler != SIG_IGN;
+}
+
+// Hands a signal that is not ours to the handler installed before ours, as
+// the kernel would have delivered it: under that handler's own mask, and
+// after resetting the disposition when it is a one-shot handler
+// (SA_RESETHAND). A disposition (default, ignore) is put back instead; a
+// fault then happens again when we return, and a sent signal is sent again.
+void Chain(int signal, siginfo_t *info, void *context, struct sigaction const &previous, bool isFault) {
+    if (!IsHandlerFunction(previous)) {
+        if (!isFault && previous.sa_handler == SIG_IGN) {
+            return; // a sent signal the program ignores
+        }
+        sigaction(signal, &previous, nullptr);
+        if (!isFault) {
+            raise(signal);
+        }
+        return;
+    }
+    if (HasFlag(previous, SA_RESETHAND)) {
+        struct sigaction reset;
+        std::memset(&reset, 0, sizeof(reset));
+        reset.sa_handler = SIG_DFL;
+        sigemptyset(&reset.sa_mask);
+        sigaction(signal, &reset, nullptr);
+    }
+    sigset_t mask = previous.sa_mask;
+    sigset_t saved;
+    pthread_sigmask(SIG_BLOCK, &mask, &saved);
+    if (HasFlag(previous, SA_NODEFER)) {
+        sigemptyset(&mask);
+        sigaddset(&mask, signal);
+        pthread_sigmask(SIG_UNBLOCK, &mask, nullptr);
+    }
+    if (HasFlag(previous, SA_SIGINFO)) {
+        previous.sa_sigaction(signal, info, context);
+    } else {
+        previous.sa_handler(signal);
+    }
+    pthread_sigmask(SIG_SETMASK, &saved, nullptr);
 }
 
 void OnFault(int signal, siginfo_t *info, void *context) {
@@ -36,24 +81,26 @@ void OnFault(int signal, siginfo_t *info, void *context) {
     bool const isFault = info->si_code > 0;
     FaultExplainer const explainer = RegisteredExplainer();
     if (isFault && explainer != nullptr && explainer(reinterpret_cast<std::uintptr_t>(info->si_addr))) {
-        AbortNow();
+        // Ends as every fatal error of ftl does (FTL_FATAL): abort, which
+        // runs the program's SIGABRT handler (a crash reporter) if it has
+        // one, on this alternate stack, and kills the process if that
+        // handler returns.
+        std::abort();
     }
-    // Not ours: hand it to the previous handler. A handler function is
-    // called directly; a disposition (default, ignore) is put back, and then a
-    // fault happens again when we return, while a sent signal is sent again.
-    struct sigaction const &previous = signal == SIGBUS ? g_previousBus : g_previousSegv;
-    if ((previous.sa_flags & SA_SIGINFO) != 0 && previous.sa_sigaction != nullptr) {
-        previous.sa_sigaction(signal, info, context);
+    Chain(signal, info, context, signal == SIGBUS ? g_previousBus : g_previousSegv, isFault);
+}
+
+// Puts `previous` back for `signal` if our handler is still the one in
+// place. A handler the program installed after ours stays: it is the
+// program's now (and it may chain to ours, which then chains on to
+// `previous`, kept for that).
+void RestoreIfOurs(int signal, struct sigaction const &previous) {
+    struct sigaction current;
+    if (sigaction(signal, nullptr, &current) != 0) {
         return;
     }
-    if ((previous.sa_flags & SA_SIGINFO) == 0 && previous.sa_handler != SIG_DFL &&
-        previous.sa_handler != SIG_IGN) {
-        previous.sa_handler(signal);
-        return;
-    }
-    sigaction(signal, &previous, nullptr);
-    if (!isFault) {
-        raise(signal);
+    if (HasFlag(current, SA_SIGINFO) && current.sa_sigaction == &OnFault) {
+        sigaction(signal, &previous, nullptr);
     }
 }
 
@@ -70,8 +117,8 @@ void InstallOsFaultHandler() {
 }
 
 void RemoveOsFaultHandler() {
-    sigaction(SIGSEGV, &g_previousSegv, nullptr);
-    sigaction(SIGBUS, &g_previousBus, nullptr);
+    RestoreIfOurs(SIGSEGV, g_previousSegv);
+    RestoreIfOurs(SIGBUS, g_previousBus);
 }
 
 void FaultHandlerStack::Enter() {
