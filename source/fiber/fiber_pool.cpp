@@ -159,8 +159,8 @@ Fiber *FiberPool::TakeFresh() {
     if (fiber == nullptr) {
         FTL_FATAL(
             "the fiber pool could not make fiber %u: the system refused a stack of %zu bytes with a guard of "
-            "%zu (on Linux each fiber takes two mappings, its stack and its guard; see vm.max_map_count and "
-            "the memory limits)",
+            "%zu (on Linux each fiber takes up to three mappings, its guard, its stack and the gap above it; "
+            "see vm.max_map_count and the memory limits)",
             index, m_stackSize, m_guardSize);
     }
     return fiber;
