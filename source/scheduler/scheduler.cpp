@@ -610,7 +610,7 @@ bool Scheduler::Quiescent() const {
     return finished == AddedCount();
 }
 
-void Scheduler::CheckDrain(Worker const &worker) {
+void Scheduler::CheckDrain(Worker const &worker, bool yielding) {
     if (!m_drainRequested.load(std::memory_order_relaxed)) {
         return;
     }
@@ -621,11 +621,13 @@ void Scheduler::CheckDrain(Worker const &worker) {
         return;
     }
     // Not done. If no task has finished for kDrainStallNs while every other
-    // worker is parked and nothing is queued, the unfinished tasks are fibers
-    // waiting for counters, flags or Fibtexes that no task will ever change:
-    // the drain would hang forever. Say so instead. (A thread outside the
-    // scheduler could still release them; a program that relies on that must
-    // do it before destroying the scheduler.)
+    // worker is parked or only resumes fibers that call Yield, and nothing
+    // else is queued, the unfinished tasks are fibers waiting for counters,
+    // flags or Fibtexes that no task will ever change, or tasks that yield
+    // for something that never comes: the drain would hang forever. Say so
+    // instead. (A thread outside the scheduler could still release them; a
+    // program that relies on that must do it before destroying the
+    // scheduler.)
     std::uint64_t const finished = FinishedCount();
     std::uint64_t const now = NowNs();
     // The time first, the count last (release), read count first (acquire):
@@ -639,8 +641,9 @@ void Scheduler::CheckDrain(Worker const &worker) {
         return;
     }
     // A pending timer will end a wait: not a stall.
-    if (now - m_drainProgressNs.load(std::memory_order_relaxed) < kDrainStallNs ||
-        !m_idle.AllParkedExcept(worker.Index()) || AnyWorkVisible(worker) || !m_timers.Empty()) {
+    if (now - m_drainProgressNs.load(std::memory_order_relaxed) < kDrainStallNs || !m_timers.Empty() ||
+        !OthersStalled(worker.Index(), now, yielding) ||
+        (yielding ? AnyWorkVisibleButYielded(worker) : AnyWorkVisible(worker))) {
         return;
     }
     // Reported once, by the first worker to see it.
@@ -654,12 +657,47 @@ void Scheduler::CheckDrain(Worker const &worker) {
                        [this](WaitingFiber const &fiber) { return fiber.Object == m_drainFlag.get(); }),
         waiting.end());
     std::fputs(FormatWaitingFibers(waiting).c_str(), stderr);
+    if (yielding) {
+        FTL_FATAL(
+            "TaskScheduler destroyed while %llu task(s) can never finish: tasks keep calling Yield while "
+            "nothing else finishes (no task has finished for %llu ms, and no worker has other work; the "
+            "fibers parked in a wait or a yield are listed above)",
+            static_cast<unsigned long long>(AddedCount() - finished),
+            static_cast<unsigned long long>(kDrainStallNs / 1000000u));
+    }
     FTL_FATAL(
         "TaskScheduler destroyed while %llu task(s) can never finish: their fibers wait on counters, "
         "flags or Fibtexes that nothing changes any more (no task has finished for %llu ms, every worker "
         "is idle; the fibers that wait are listed above)",
         static_cast<unsigned long long>(AddedCount() - finished),
         static_cast<unsigned long long>(kDrainStallNs / 1000000u));
+}
+
+bool Scheduler::OthersStalled(unsigned self, std::uint64_t now, bool yielding) const {
+    for (unsigned i = 0; i < m_numWorkers; ++i) {
+        if (i != self && !m_idle.IsParked(i) &&
+            !(yielding && m_workers[i].YieldLoopSince(now - kDrainPollNs))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool Scheduler::AnyWorkVisibleButYielded(Worker const &worker) const {
+    if (!worker.Pinned().LooksEmpty() || !worker.PinnedTasksLookEmpty()) {
+        return true;
+    }
+    for (auto const &queue : m_global) {
+        if (!queue.LooksEmpty()) {
+            return true;
+        }
+    }
+    for (unsigned i = 0; i < m_numWorkers; ++i) {
+        if (!m_workers[i].QueuesLookEmpty()) {
+            return true;
+        }
+    }
+    return false;
 }
 
 } // namespace detail

@@ -152,8 +152,10 @@ public:
     // Worker threads count themselves up (Init waits for all of them).
     void WorkerStarted();
     // While draining: ends the drain when every task has finished, and
-    // reports a drain that can never end.
-    void CheckDrain(Worker const &worker);
+    // reports a drain that can never end. `yielding`: `worker` is about to
+    // resume a fiber that called Yield, with nothing else queued on it (its
+    // yielded fibers then count as no work).
+    void CheckDrain(Worker const &worker, bool yielding = false);
 
 private:
     Scheduler(TaskScheduler *owner, TaskSchedulerInitOptions const &options, Mechanisms const &mechanisms);
@@ -187,6 +189,13 @@ private:
     std::uint64_t AddedCount() const;
     std::uint64_t FinishedCount() const;
     bool Quiescent() const;
+    // For CheckDrain: whether every worker but `self` is parked or, when
+    // `yielding` (self resumes a yielded fiber), has resumed only fibers
+    // that call Yield since `now - kDrainPollNs`. (A parked worker leaves
+    // the report to a yielding one, which names the yields.)
+    bool OthersStalled(unsigned self, std::uint64_t now, bool yielding) const;
+    // AnyWorkVisible, with `worker`'s yielded fibers counting as no work.
+    bool AnyWorkVisibleButYielded(Worker const &worker) const;
     void StartTrace();
     void WriteTrace();
     static bool ExplainFault(std::uintptr_t address);

@@ -396,6 +396,13 @@ inline bool Worker::Take(Source source, TaskItem &item) {
             }
             fiber->NextReady = nullptr;
             item = TaskItem::ReadyFiber(fiber);
+            if (m_scheduler->Draining()) {
+                // Nothing else is queued here: a task that yields forever
+                // would keep the drain's stall check from ever seeing this
+                // worker idle, so it is checked here too.
+                m_yieldLoopNs.store(NowNs(), std::memory_order_relaxed);
+                m_scheduler->CheckDrain(*this, true);
+            }
             return true;
         }
         return false;

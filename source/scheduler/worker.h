@@ -224,6 +224,12 @@ public:
     // queued on this worker.
     void PushYielded(Fiber *fiber);
     bool HasYielded() const { return m_yieldedHead != nullptr; }
+    // While the scheduler drains: whether this worker resumed a yielded
+    // fiber with nothing else queued on it at `since` or later (NowNs).
+    bool YieldLoopSince(std::uint64_t since) const {
+        std::uint64_t const at = m_yieldLoopNs.load(std::memory_order_relaxed);
+        return at != 0 && at >= since;
+    }
     void CountAdded(std::uint64_t n) { AddOwned(m_tasksAdded, n, std::memory_order_release); }
     std::uint64_t Added() const { return m_tasksAdded.load(std::memory_order_acquire); }
     std::uint64_t AvgTaskNs() const { return m_sharedAvgTaskNs.load(std::memory_order_relaxed); }
@@ -384,6 +390,9 @@ private:
     std::atomic<std::uint64_t> m_failedSteals{0};
     std::atomic<std::uint64_t> m_idleNs{0};
     std::atomic<std::uint64_t> m_idleSinceNs{0}; // 0: not idle now
+    // While draining: when this worker last took a yielded fiber, the only
+    // work it had (0: never). The drain's stall check reads it.
+    std::atomic<std::uint64_t> m_yieldLoopNs{0};
     // Times this worker ran out of work of its own and went to steal (Steal;
     // it goes idle only after a steal that found nothing, so that counts
     // going idle too). The waiter on a hot Fibtex watches it

@@ -7,12 +7,14 @@
 #include "scheduler/mechanisms.h"
 #include "test_support.h"
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <new>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #if !defined(_WIN32)
 #include <csignal>
@@ -371,6 +373,38 @@ TEST_CASE("Destroying a scheduler whose tasks can never finish is reported, not 
     }
     INFO(result.Stderr);
     REQUIRE(listed == 3);
+}
+
+TEST_CASE("Destroying a scheduler while a task yields forever is reported, not a hang", "[faults]") {
+    // A worker that resumes a yielding task never goes idle, so the stall is
+    // seen where it resumes the yielded fiber. Threads and yielding tasks:
+    // one worker; a yielder beside a parked worker; two yielders at two
+    // workers, where no worker ever parks.
+    auto const shape = GENERATE(std::make_pair(1u, 1u), std::make_pair(2u, 1u), std::make_pair(2u, 2u));
+    unsigned const threads = shape.first;
+    unsigned const yielders = shape.second;
+    ChildResult const result = RunInChild(
+        [threads, yielders] {
+            auto *ts = new ftl::TaskScheduler;
+            REQUIRE(ts->Init(Options(threads)) == 0);
+            // Never set; deliberately leaked, since the scheduler's
+            // destructor never returns.
+            auto *never = new std::atomic<bool>(false);
+            for (unsigned i = 0; i < yielders; ++i) {
+                ts->AddTask({[](ftl::TaskScheduler *t, void *arg) {
+                                 while (!static_cast<std::atomic<bool> *>(arg)->load()) {
+                                     t->Yield();
+                                 }
+                             },
+                             never},
+                            ftl::TaskPriority::Normal);
+            }
+            delete ts;
+        },
+        std::chrono::seconds(20));
+    RequireFatal(result, "can never finish");
+    REQUIRE(result.StderrHas("tasks keep calling Yield while nothing else finishes"));
+    REQUIRE(result.StderrHas("while " + std::to_string(yielders) + " task(s) can never finish"));
 }
 
 TEST_CASE("Calls on a scheduler that was never initialized abort", "[misuse]") {
