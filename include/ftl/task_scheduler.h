@@ -55,7 +55,9 @@ enum class EmptyQueueBehavior {
 
 // What happens when a fiber must be taken from the pool and none is free.
 enum class FiberPoolPolicy {
-    Grow,  // allocate more fibers and report it through EventCallbacks::OnFiberPoolGrown
+    Grow,  // allocate more fibers and report it through EventCallbacks::OnFiberPoolGrown, up to
+           // 64 x FiberPoolSize (at least 65,536) or, on Linux, what vm.max_map_count allows
+           // (two mappings a fiber, 28,669 fibers at its default), then abort with a message
     Fatal, // abort with a message naming the pool size
 };
 

@@ -1,6 +1,7 @@
 #include "fiber/fiber_pool.h"
 
 #include "ftl/assert.h"
+#include "platform/platform.h"
 
 #include <algorithm>
 
@@ -24,9 +25,21 @@ bool FiberPool::Init(unsigned size, unsigned numWorkers, std::size_t stackSize, 
     m_threadFiber0 = threadFiber0;
     std::fegetenv(&m_initFloatEnv);
     // Growth stops at 64 times the initial size (at least 65,536 fibers): a
-    // pool that needs more has a runaway wait, and the kernel's mapping limit
-    // (vm.max_map_count, 65,530 by default) is near anyway.
-    m_capacity = policy == FiberPoolPolicy::Grow ? std::max(size, 1024u) * 64u : size;
+    // pool that needs more has a runaway wait. It stops sooner where the
+    // system's limit on mappings would refuse a stack first: each fiber
+    // takes two (its stack and its guard page), and an eighth of the limit
+    // is left to the rest of the process. vm.max_map_count's default of
+    // 65,530 thus allows 28,669 fibers.
+    m_capacity = size;
+    if (policy == FiberPoolPolicy::Grow) {
+        m_capacity = std::max(size, 1024u) * 64u;
+        std::size_t const mappings = MappingLimit();
+        if (mappings != 0) {
+            std::size_t const fibers = (mappings - mappings / 8) / 2;
+            m_mappingCap = static_cast<unsigned>(std::min<std::size_t>(fibers, m_capacity));
+            m_capacity = std::max(size, m_mappingCap);
+        }
+    }
     m_numChunks = (m_capacity + kChunkSize - 1) / kChunkSize;
     // Value-initialized: every chunk pointer starts null.
     m_chunks.reset(new std::atomic<Fiber *>[m_numChunks]());
@@ -198,8 +211,17 @@ Fiber *FiberPool::Acquire(unsigned worker) {
         // Another thread may have grown the pool while we waited for the lock.
         if (m_fresh.load(std::memory_order_acquire) >= Size()) {
             if (!Grow()) {
-                FTL_FATAL("the fiber pool ran dry at its limit of %u fibers (%u at Init x 64)", Size(),
-                          m_capacity);
+                if (m_capacity == m_mappingCap) {
+                    FTL_FATAL("the fiber pool ran dry: all %u fibers are in use, the most the system's limit "
+                              "on memory mappings allows (vm.max_map_count = %zu; each fiber takes two "
+                              "mappings). Raise vm.max_map_count, or make fewer tasks wait at once.",
+                              Size(), MappingLimit());
+                }
+                FTL_FATAL(
+                    "the fiber pool ran dry: all %u fibers are in use, the most FiberPoolPolicy::Grow "
+                    "allows (64 x TaskSchedulerInitOptions::FiberPoolSize, at least 65,536; FiberPoolSize "
+                    "= %u). Raise FiberPoolSize, or make fewer tasks wait at once.",
+                    Size(), m_initialSize);
             }
             grownTo = Size();
             m_growths.fetch_add(1, std::memory_order_relaxed);

@@ -130,6 +130,8 @@ private:
     std::atomic<unsigned> m_fresh{0};
     std::atomic<unsigned> m_growths{0};
     unsigned m_capacity = 0;
+    // The capacity the system's mapping limit allows (0: no such limit).
+    unsigned m_mappingCap = 0;
     // Descriptor chunks, made on first use; sized once, so lookups need no lock.
     std::unique_ptr<std::atomic<Fiber *>[]> m_chunks;
     unsigned m_numChunks = 0;

@@ -135,6 +135,9 @@ bool PinCurrentThread(int cpu);
 int CurrentCpu();
 
 std::size_t PageSize();
+// The most memory mappings the process may have (Linux: vm.max_map_count),
+// or 0 when the system sets no such limit or it cannot be read.
+std::size_t MappingLimit();
 
 // `bytes` rounded up to whole pages.
 inline std::size_t RoundUpToPages(std::size_t bytes) {

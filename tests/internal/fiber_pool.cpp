@@ -9,6 +9,7 @@
 // naming the size; concurrent Acquire/Release never hands one fiber to two
 // workers and loses none. The fibers are never switched to: no scheduler runs.
 #include "fiber/fiber_pool.h"
+#include "platform/platform.h"
 #include "test_support.h"
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include <initializer_list>
 #include <memory>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -83,13 +85,13 @@ bool LooksFresh(Fiber const *fiber, Fiber const *threadFiber) {
            fiber->State.load() == ftl::detail::FiberState::Free;
 }
 
-void RequireFatal(ChildResult const &result, std::initializer_list<char const *> phrases) {
+void RequireFatal(ChildResult const &result, std::initializer_list<std::string> phrases) {
     INFO("child stderr:\n" << result.Stderr);
     INFO("exited " << result.Exited << " code " << result.ExitCode << ", signaled " << result.Signaled
                    << " signal " << result.Signal << ", timed out " << result.TimedOut);
     REQUIRE(result.Died());
     REQUIRE(result.StderrHas("fatal error"));
-    for (char const *phrase : phrases) {
+    for (std::string const &phrase : phrases) {
         REQUIRE(result.StderrHas(phrase));
     }
 }
@@ -275,6 +277,35 @@ TEST_CASE("FiberPool Fatal policy: a dry pool aborts with a message naming its s
     REQUIRE(fits.ExitCode == 0);
 
     RequireFatal(acquire(5), {"ran dry", "all 6 fibers", "FiberPoolSize = 6", "FiberPoolPolicy::Fatal"});
+}
+
+TEST_CASE("FiberPool Grow policy: a pool at its limit aborts with a message naming it, before the system "
+          "refuses a stack",
+          "[internal][fiber_pool]") {
+    // Every fiber held: the pool grows to its limit, which on Linux the
+    // mapping limit (vm.max_map_count) sets: an ftl message naming the
+    // fiber count and what to raise, never a refused stack.
+    ChildResult const result = RunInChild(
+        [] {
+            TestPool test(16, 1, FiberPoolPolicy::Grow);
+            if (!test.InitOk) {
+                std::_Exit(3);
+            }
+            for (;;) {
+                test.Pool.Acquire(0);
+            }
+        },
+        std::chrono::seconds(60));
+    INFO("child stderr:\n" << result.Stderr);
+    REQUIRE_FALSE(result.StderrHas("the system refused"));
+    if (ftl::detail::MappingLimit() != 0) {
+        unsigned const limit = static_cast<unsigned>(std::min<std::size_t>(
+            (ftl::detail::MappingLimit() - ftl::detail::MappingLimit() / 8) / 2, 65536));
+        RequireFatal(result, {"ran dry", "all " + std::to_string(limit) + " fibers are in use",
+                              "vm.max_map_count = " + std::to_string(ftl::detail::MappingLimit())});
+    } else {
+        RequireFatal(result, {"ran dry", "all 65536 fibers are in use", "Raise FiberPoolSize"});
+    }
 }
 
 #if FTL_ENABLE_ASSERTS

@@ -2,6 +2,7 @@
 #include "platform/platform.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <ctime>
 #include <linux/futex.h>
 #include <linux/membarrier.h>
@@ -100,6 +101,20 @@ std::size_t PageSize() {
         return page > 0 ? static_cast<std::size_t>(page) : std::size_t(4096);
     }();
     return size;
+}
+
+std::size_t MappingLimit() {
+    static std::size_t const limit = [] {
+        std::FILE *file = std::fopen("/proc/sys/vm/max_map_count", "r");
+        if (file == nullptr) {
+            return std::size_t(0);
+        }
+        unsigned long value = 0;
+        bool const read = std::fscanf(file, "%lu", &value) == 1;
+        std::fclose(file);
+        return read ? static_cast<std::size_t>(value) : std::size_t(0);
+    }();
+    return limit;
 }
 
 void *MapPages(std::size_t bytes) {

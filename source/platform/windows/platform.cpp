@@ -122,6 +122,10 @@ std::size_t PageSize() {
     return size;
 }
 
+std::size_t MappingLimit() {
+    return 0; // no per-process count of mappings
+}
+
 void *MapPages(std::size_t bytes) {
     return VirtualAlloc(nullptr, bytes, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE);
 }
