@@ -7,6 +7,9 @@
 //   fiber does not hold (or twice) is a fatal error.
 // - A fiber may hold a Fibtex across a WaitForCounter; it stays the owner
 //   wherever it resumes. Fibers are the owners, not threads.
+// - It is not recursive: a lock by its owner is a fatal error (found when the
+//   lock sees itself held, so it costs the uncontended lock nothing).
+//   try_lock by the owner returns false.
 // - Destroying a Fibtex that is locked or has waiters is a fatal error.
 // - Memory ordering: unlock releases, a successful lock acquires.
 // - Any thread may lock and unlock it: on a thread that is not one of the
@@ -138,6 +141,9 @@ private:
     std::uint32_t RunOnThisThread() const;
     // unlock() by a task that does not hold the lock: a fatal error.
     [[noreturn]] void UnlockMisuse() const;
+    // A lock that found the lock held: a fatal error when the caller is the
+    // holder (it would wait for itself forever).
+    void CheckNotHeldByCaller() const;
     // unlock() after its ownership check. The store of 0 releases the lock,
     // and the Fibtex may be gone right after it (the contract above allows
     // that): from there on only the parking table's count and the address

@@ -48,6 +48,7 @@
 #include "wait/wait_list.h"
 #include "waitables/fibtex_ops.h"
 
+#include <cinttypes>
 #include <cstdint>
 
 namespace ftl {
@@ -424,6 +425,7 @@ bool Fibtex::try_lock() {
 // against 5.10) but made W5 at 2 workers bimodal (5.1-10.0 ns over 10 runs,
 // median 6.7, against 5.2-5.8).
 __attribute__((noinline)) void Fibtex::LockContended(bool pinToThread, unsigned iterations) {
+    CheckNotHeldByCaller();
     if (SpinAcquire(iterations, detail::CurrentWorkerNoSwitch())) {
         NoteAcquired(detail::CurrentLockThread());
         return;
@@ -547,6 +549,9 @@ void Fibtex::lock_spin_infinite(bool pinToThread) {
             NoteAcquired(detail::CurrentLockThread());
             return;
         }
+        if (level == 0) {
+            CheckNotHeldByCaller();
+        }
         Backoff(level, kMaxBackoffLevel);
     }
 }
@@ -570,6 +575,18 @@ __attribute__((noinline)) void Fibtex::LockSlow(bool pinToThread, unsigned itera
         }
     } while (!LookAndAcquire() && !SpinAcquire(iterations, nullptr)); // parked once: not patient again
     NoteAcquired(detail::CurrentLockThread());
+}
+
+// The owner is read after the lock was seen held. The caller's own last
+// store to it, if it ever held the lock, was its unlock's nullptr (or its
+// lock's identity, when it holds it still): it never reads an identity of its
+// own that is stale.
+void Fibtex::CheckNotHeldByCaller() const {
+    if (m_owner.load(std::memory_order_relaxed) == detail::TaskIdentityOf(detail::CurrentLockThread())) {
+        FTL_FATAL("Fibtex::lock by the task or thread that already holds it (a recursive lock): Fibtex "
+                  "0x%" PRIxPTR,
+                  reinterpret_cast<std::uintptr_t>(this));
+    }
 }
 
 void Fibtex::UnlockMisuse() const {

@@ -15,11 +15,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -200,6 +202,59 @@ TEST_CASE("Unlocking a Fibtex twice aborts", "[misuse]") {
         ts.WaitForCounter(&counter);
     });
     RequireDeath(result, "twice");
+}
+
+namespace {
+
+// A Fibtex at an address the parent knows too (a forked child's is the
+// same), for the messages that name it.
+alignas(ftl::Fibtex) unsigned char g_namedFibtex[sizeof(ftl::Fibtex)];
+
+} // namespace
+
+// A lock by the holder itself waits for itself forever: on a thread outside
+// the scheduler's tasks nothing reports it, so the lock does, once it finds
+// the lock held.
+TEST_CASE("A recursive Fibtex lock aborts instead of hanging", "[misuse]") {
+    int const where = GENERATE(0, 1, 2, 3, 4, 5);
+    char const *const places[] = {"the Init thread, a worker",      "the Init thread before Init",
+                                  "a thread outside the scheduler", "a task",
+                                  "a task, lock_spin_infinite",     "a thread with no scheduler, lock_spin"};
+    CAPTURE(places[where]);
+    ChildResult const result = RunInChild(
+        [where] {
+            ftl::TaskScheduler ts;
+            if (where != 1 && where != 5) {
+                ts.Init(Options(2));
+            }
+            auto *mutex = ::new (g_namedFibtex) ftl::Fibtex(where == 5 ? nullptr : &ts);
+            auto twice = [&] {
+                mutex->lock();
+                if (where == 4) {
+                    mutex->lock_spin_infinite();
+                } else if (where == 5) {
+                    mutex->lock_spin(false, 10);
+                } else {
+                    mutex->lock();
+                }
+            };
+            if (where == 2) {
+                std::thread(twice).join();
+            } else if (where == 3 || where == 4) {
+                auto task = [&](ftl::TaskScheduler *) { twice(); };
+                ftl::TaskCounter counter(&ts);
+                ts.AddTask(LambdaTask(task), ftl::TaskPriority::Normal, &counter);
+                ts.WaitForCounter(&counter);
+            } else {
+                twice();
+            }
+        },
+        std::chrono::seconds(10));
+    RequireDeath(result, "ftl: fatal error: Fibtex::lock by the task or thread that already holds it (a "
+                         "recursive lock): Fibtex 0x");
+    char address[32];
+    std::snprintf(address, sizeof address, "0x%" PRIxPTR, reinterpret_cast<std::uintptr_t>(g_namedFibtex));
+    REQUIRE(result.StderrHas(address));
 }
 
 TEST_CASE("Destroying a locked Fibtex aborts", "[misuse]") {
