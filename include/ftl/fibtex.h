@@ -7,6 +7,10 @@
 //   fiber does not hold (or twice) is a fatal error.
 // - A fiber may hold a Fibtex across a WaitForCounter; it stays the owner
 //   wherever it resumes. Fibers are the owners, not threads.
+// - Outside any task, a thread's own stack is one owner before, while and
+//   after the thread is a worker: the thread that calls TaskScheduler::Init
+//   may lock a Fibtex before Init and unlock it after, or lock it between
+//   its tasks and unlock it after the scheduler is gone.
 // - It is not recursive: a lock by its owner is a fatal error (found when the
 //   lock sees itself held, so it costs the uncontended lock nothing).
 //   try_lock by the owner returns false.

@@ -417,7 +417,7 @@ void SetCurrentWorker(Worker *worker);
 // The calling thread's worker if it belongs to `scheduler`, else nullptr
 // (opaque, like CurrentWorker).
 Worker *CurrentWorkerOf(Scheduler const *scheduler);
-// Identifies the running task (or, outside any scheduler, the thread), for
+// Identifies the running task (or, outside any task, the thread), for
 // Fibtex's owner check: a task run inline shares its waiting parent's fiber,
 // so it is told apart by the inline loop's hand.
 void const *CurrentTaskIdentity();
@@ -425,10 +425,16 @@ void const *CurrentTaskIdentity();
 // worker's at each switch and inline loop, nullptr when the thread stops
 // being a worker. Opaque, like SetCurrentWorker.
 void SetTaskIdentity(void const *identity);
-// The identity of the task running on `fiber`: the hand of the inline loop
-// that runs it, or else the fiber.
+// The identity (LockThreadState::Identity) of what runs on `fiber`: the hand
+// of the inline loop that runs a task on it, or else the fiber; nullptr on a
+// thread's own fiber outside any inline loop: that stack keeps the identity
+// of its thread (the thread's LockThreadState) before, while and after the
+// thread is a worker, and it only ever runs on its own thread.
 inline void const *TaskIdentityOf(Fiber const *fiber) {
-    return fiber->Hand != nullptr ? static_cast<void const *>(fiber->Hand) : fiber;
+    if (fiber->Hand != nullptr) {
+        return fiber->Hand;
+    }
+    return fiber->IsThreadFiber ? nullptr : fiber;
 }
 // Checks, on a thread about to become a worker, that its LockThreadState is
 // where Fibtex's inlined lock looks for it (fatal if not).

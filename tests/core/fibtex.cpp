@@ -929,3 +929,66 @@ TEST_CASE("A Fibtex its last user deletes right after unlocking is not touched b
     }
     REQUIRE(overlaps.load() == 0);
 }
+
+// Outside any task, the stack of the thread that calls Init is one owner
+// before, while and after it is worker 0.
+TEST_CASE("The Init thread's own stack holds a Fibtex across Init and the scheduler's end", "[fibtex]") {
+    SECTION("Locked before Init, held across waits, unlocked after Init") {
+        ftl::TaskScheduler ts;
+        ftl::Fibtex mutex(&ts);
+        mutex.lock();
+        REQUIRE(ts.Init(Options(2)) == 0);
+        std::atomic<unsigned> failedTries{0};
+        auto trier = [&](ftl::TaskScheduler *) {
+            if (!mutex.try_lock()) {
+                failedTries.fetch_add(1);
+            } else {
+                mutex.unlock();
+            }
+        };
+        std::vector<ftl::Task> tries(8, LambdaTask(trier));
+        ftl::TaskCounter counter(&ts);
+        ts.AddTasks(8, tries.data(), ftl::TaskPriority::Normal, &counter);
+        ts.WaitForCounter(&counter); // the Init thread's fiber waits, holding it
+        REQUIRE(failedTries.load() == 8u);
+        mutex.unlock();
+        // A task that waits for it gets it once the Init thread lets go.
+        mutex.lock();
+        std::atomic<unsigned> taken{0};
+        auto taker = [&](ftl::TaskScheduler *) {
+            std::lock_guard<ftl::Fibtex> lock(mutex);
+            taken.fetch_add(1);
+        };
+        ftl::TaskCounter takerDone(&ts);
+        ts.AddTask(LambdaTask(taker), ftl::TaskPriority::Normal, &takerDone);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        REQUIRE(taken.load() == 0u);
+        mutex.unlock();
+        ts.WaitForCounter(&takerDone);
+        REQUIRE(taken.load() == 1u);
+    }
+
+    SECTION("Locked while worker 0, outside any task, unlocked after the scheduler is gone") {
+        ftl::Fibtex mutex(nullptr);
+        {
+            ftl::TaskScheduler ts;
+            REQUIRE(ts.Init(Options(2)) == 0);
+            mutex.lock();
+            std::atomic<unsigned> failedTries{0};
+            auto trier = [&](ftl::TaskScheduler *) {
+                if (!mutex.try_lock()) {
+                    failedTries.fetch_add(1);
+                } else {
+                    mutex.unlock();
+                }
+            };
+            ftl::TaskCounter counter(&ts);
+            ts.AddTask(LambdaTask(trier), ftl::TaskPriority::Normal, &counter);
+            ts.WaitForCounter(&counter);
+            REQUIRE(failedTries.load() == 1u);
+        }
+        mutex.unlock();
+        REQUIRE(mutex.try_lock());
+        mutex.unlock();
+    }
+}

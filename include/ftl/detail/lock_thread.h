@@ -24,7 +24,9 @@ struct LockThreadState {
     // On a worker, the running task's identity: its fiber, or the hand of
     // the inline loop that runs it on its waiting parent's fiber. The
     // scheduler sets it at every switch. nullptr on a thread that is no
-    // worker, whose identity is then this struct.
+    // worker, and while a thread's own stack runs outside any task (before,
+    // while and after the thread is a worker): its identity is then this
+    // struct.
     void const *Identity = nullptr;
     // The thread's latest run of Fibtex acquisitions with nobody else's
     // between: the Fibtex, and its count of acquisitions at the run's first
