@@ -3,10 +3,14 @@
 // requirements, so std::lock_guard and std::unique_lock work with it.
 //
 // Contract
-// - Only the fiber that locked it may unlock it; unlocking a Fibtex the calling
-//   fiber does not hold (or twice) is a fatal error.
-// - A fiber may hold a Fibtex across a WaitForCounter; it stays the owner
-//   wherever it resumes. Fibers are the owners, not threads.
+// - The owner is the task that locked it (on a thread outside the scheduler's
+//   tasks, the thread). Only the owner may unlock it; unlocking a Fibtex the
+//   caller does not hold (or twice) is a fatal error.
+// - A task may hold a Fibtex across a WaitForCounter; it stays the owner
+//   wherever it resumes. Tasks are the owners, not fibers or threads: a task
+//   run inline on its waiting parent's fiber does not own the parent's
+//   locks, and a task that ends holding a Fibtex is a fatal error (the next
+//   task on its fiber is another owner).
 // - Outside any task, a thread's own stack is one owner before, while and
 //   after the thread is a worker: the thread that calls TaskScheduler::Init
 //   may lock a Fibtex before Init and unlock it after, or lock it between
@@ -68,9 +72,12 @@ public:
     void lock(bool pinToThread = false) { lock_spin(pinToThread, kLockSpinAttempts); }
     bool try_lock();
     void unlock() {
-        if (m_owner.load(std::memory_order_relaxed) != detail::TaskIdentityOf(detail::CurrentLockThread())) {
+        detail::LockThreadState *const thread = detail::CurrentLockThread();
+        if (m_owner.load(std::memory_order_relaxed) != detail::TaskIdentityOf(thread)) {
             UnlockMisuse();
         }
+        --thread->Held;
+        thread->HeldSum -= reinterpret_cast<std::uintptr_t>(this);
         Release();
     }
 
@@ -125,14 +132,16 @@ private:
     void AcquiredAfterWait(unsigned looked, unsigned start, std::uint32_t acquisitionsBefore);
     // Parks until an unlock wakes it, then spins again, until it has the lock.
     void LockSlow(bool pinToThread, unsigned iterations);
-    // After an acquisition, by the new owner on its thread: the owner, and
-    // the thread's run of acquisitions.
+    // After an acquisition, by the new owner on its thread: the owner, the
+    // locks the owner holds, and the thread's run of acquisitions.
     void NoteAcquired(detail::LockThreadState *thread) {
         // A plain increment: only the new owner writes it, on a line it has
         // just written with its compare-exchange.
         std::uint32_t const acquisitions = m_acquisitions.load(std::memory_order_relaxed) + 1;
         m_acquisitions.store(acquisitions, std::memory_order_relaxed);
         m_owner.store(detail::TaskIdentityOf(thread), std::memory_order_relaxed);
+        ++thread->Held;
+        thread->HeldSum += reinterpret_cast<std::uintptr_t>(this);
         if (thread->RunLock != this || thread->RunLast + 1 != acquisitions) {
             thread->RunLock = this;
             thread->RunFirst = acquisitions;

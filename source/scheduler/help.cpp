@@ -105,6 +105,13 @@ Worker *HelpWhileWaiting(Worker *worker, TaskCounter *counter) {
     hand.Outer = self->Hand;
     self->Hand = &hand;
     SetTaskIdentity(&hand);
+    // The children are owners of their own: they start holding no Fibtex,
+    // and the parent's count waits here (the fiber may move meanwhile).
+    LockThreadState *lockThread = worker->LockThread();
+    std::uintptr_t const held = lockThread->Held;
+    std::uintptr_t const heldSum = lockThread->HeldSum;
+    lockThread->Held = 0;
+    lockThread->HeldSum = 0;
     worker = worker->Observed() ? RunChildren<true>(worker, counter, hand)
                                 : RunChildren<false>(worker, counter, hand);
     if (hand.Holds()) {
@@ -112,6 +119,9 @@ Worker *HelpWhileWaiting(Worker *worker, TaskCounter *counter) {
     }
     self->Hand = hand.Outer;
     SetTaskIdentity(TaskIdentityOf(self));
+    lockThread = worker->LockThread();
+    lockThread->Held = held;
+    lockThread->HeldSum = heldSum;
     return worker;
 }
 

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cstdio>
 #include <exception>
 
 namespace ftl {
@@ -149,6 +150,9 @@ void Worker::EnterThread(bool reported, bool pin, bool faultStack) {
     m_threadFiber.CurrentWorker = this; // it runs without a switch into it
     m_currentFiber = &m_threadFiber;
     CheckLockThread();
+    m_lockThread = &t_lockThread; // this thread's: nothing switched since SetCurrentWorker
+    // The thread's own stack keeps its identity and the Fibtexes it holds
+    // (the Init thread may hold some from before Init).
     SetTaskIdentity(TaskIdentityOf(&m_threadFiber));
     if (faultStack) {
         m_faultStack.Enter();
@@ -182,6 +186,10 @@ Worker *Worker::ExitThread(Fiber *self) {
 
 void Worker::FiberEntry(void *message) {
     Worker *worker = Arrived(message);
+    // A new fiber holds no Fibtex (the thread's counts were the fiber's it
+    // left, which keeps them on its stack: SwitchTo).
+    worker->m_lockThread->Held = 0;
+    worker->m_lockThread->HeldSum = 0;
     worker->Loop(worker->m_currentFiber);
 }
 
@@ -286,6 +294,7 @@ Worker *Worker::RunObservedTask(TaskItem const &item) {
     ObserveTaskBegin(item);
     Invoke(item);
     Worker *const worker = self->CurrentWorker;
+    worker->CheckTaskHoldsNoLock(item);
     worker->ObserveTaskEnd(item);
     worker->TaskEnded(item.Counter);
     return worker;
@@ -858,6 +867,23 @@ void Worker::TaskThrew(TaskItem const &item) {
 }
 #endif
 
+void Worker::TaskEndedHolding(TaskItem const &item) const {
+    std::uintptr_t const held = m_lockThread->Held;
+    std::uintptr_t const sum = m_lockThread->HeldSum;
+    char which[64];
+    if (held == 1) {
+        std::snprintf(which, sizeof which, "a Fibtex (0x%" PRIxPTR ")", sum);
+    } else {
+        std::snprintf(which, sizeof which, "%" PRIuPTR " Fibtexes", held);
+    }
+    FTL_FATAL("a task ended holding %s: task function 0x%" PRIxPTR ", argument 0x%" PRIxPTR
+              ", on fiber %u of worker %u%s (a Fibtex belongs to the task that locked it; unlock it before "
+              "the task returns)",
+              which, reinterpret_cast<std::uintptr_t>(CodeOf(item)),
+              reinterpret_cast<std::uintptr_t>(item.Arg), m_currentFiber->Index, m_index,
+              m_currentFiber->Hand != nullptr ? ", run inline" : "");
+}
+
 bool Worker::PublishHeld() {
     unsigned const n = m_doneCount;
     TaskCounter *counter = m_doneCounter;
@@ -882,7 +908,15 @@ Worker *Worker::SwitchTo(SwitchRecord &record) {
     if (callbacks.OnFiberDetached != nullptr && record.From->Reported) {
         callbacks.OnFiberDetached(callbacks.Context, record.From->Index, record.Action == AfterSwitch::Park);
     }
-    return Arrived(SwitchFiber(record.From, record.To, &record));
+    // The Fibtexes the fiber left holds are its own, not the thread's: they
+    // wait on its stack and come back with it, on whichever thread it
+    // resumes (a fiber switched to sets its own: here, or in FiberEntry).
+    std::uintptr_t const held = m_lockThread->Held;
+    std::uintptr_t const heldSum = m_lockThread->HeldSum;
+    Worker *const worker = Arrived(SwitchFiber(record.From, record.To, &record));
+    worker->m_lockThread->Held = held;
+    worker->m_lockThread->HeldSum = heldSum;
+    return worker;
 }
 
 Worker *Worker::Arrived(void *message) {

@@ -106,6 +106,8 @@ public:
     int Cpu() const { return m_cpu; } // pinned to (or -1: worker 0, PinCallingThread off)
     Fiber *CurrentFiber() const { return m_currentFiber; }
     Fiber &ThreadFiber() { return m_threadFiber; }
+    // This worker's thread's LockThreadState (valid from EnterThread on).
+    LockThreadState *LockThread() const { return m_lockThread; }
 
     // --- The thread ---
     // The calling thread becomes this worker: its stack is the worker's
@@ -299,6 +301,17 @@ private:
     // next; without one it ends the process with its origin named, rather
     // than in an anonymous std::terminate.
     [[gnu::cold, gnu::noinline]] static void TaskThrew(TaskItem const &item);
+    // A task ended while its identity held a Fibtex: a fatal error naming
+    // the lock and the task.
+    [[noreturn, gnu::cold, gnu::noinline]] void TaskEndedHolding(TaskItem const &item) const;
+    // After a task's function returned, on the worker it ended on: the
+    // Fibtexes it locked must all be unlocked (the next task on this fiber,
+    // or in this inline loop, is another owner).
+    void CheckTaskHoldsNoLock(TaskItem const &item) const {
+        if (__builtin_expect(m_lockThread->Held != 0, false)) {
+            TaskEndedHolding(item);
+        }
+    }
     static Worker *Arrived(void *message);
     void AfterSwitchStep(SwitchRecord const &record);
     Worker *Idle(Fiber *self);
@@ -313,6 +326,9 @@ private:
     // --- owner only ---
     Fiber m_threadFiber;
     Fiber *m_currentFiber = nullptr;
+    // The worker's thread's LockThreadState (t_lockThread), set by
+    // EnterThread: what a task's end and a switch read without the TLS.
+    LockThreadState *m_lockThread = nullptr;
     // Tick state: it belongs to the worker, not to the fiber running the loop,
     // since several fibers take turns running the loop on one worker.
     unsigned m_budget = kBudgetPerTick;
@@ -587,6 +603,7 @@ inline Worker *Worker::RunPlainTask(TaskItem const &item) {
     Invoke(item);
     // The task may have waited and resumed on another worker.
     Worker *const worker = self->CurrentWorker;
+    worker->CheckTaskHoldsNoLock(item);
     worker->TaskEnded(item.Counter);
     return worker;
 }

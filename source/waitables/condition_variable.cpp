@@ -127,6 +127,9 @@ bool ConditionVariable::WaitUntil(std::unique_lock<Fibtex> &lock, std::uint64_t 
     if (scheduler == nullptr) {
         FTL_FATAL("ConditionVariable::wait on a scheduler that is not initialized");
     }
+    // The registration releases it for us, after the switch (on another
+    // fiber); the lock below takes it again, and counts it again.
+    detail::FibtexOps::Disown(*mutex);
     detail::ConditionVariableOps::Wait wait{this, mutex};
     detail::WaitNode node;
     node.Deadline = deadline;

@@ -579,8 +579,10 @@ __attribute__((noinline)) void Fibtex::LockSlow(bool pinToThread, unsigned itera
 
 // The owner is read after the lock was seen held. The caller's own last
 // store to it, if it ever held the lock, was its unlock's nullptr (or its
-// lock's identity, when it holds it still): it never reads an identity of its
-// own that is stale.
+// lock's identity, when it holds it still), and no earlier task with the
+// caller's identity (the same fiber, or an inline loop's hand at the same
+// address) still holds it: a task that ends holding a Fibtex is a fatal
+// error. So an identity of its own read here is never stale.
 void Fibtex::CheckNotHeldByCaller() const {
     if (m_owner.load(std::memory_order_relaxed) == detail::TaskIdentityOf(detail::CurrentLockThread())) {
         FTL_FATAL("Fibtex::lock by the task or thread that already holds it (a recursive lock): Fibtex "
@@ -593,7 +595,7 @@ void Fibtex::UnlockMisuse() const {
     if (m_owner.load(std::memory_order_relaxed) == nullptr) {
         FTL_FATAL("Fibtex::unlock on a Fibtex that is not locked (unlocked twice?)");
     }
-    FTL_FATAL("Fibtex::unlock by a fiber that does not hold the lock");
+    FTL_FATAL("Fibtex::unlock by a task or thread that does not hold the lock");
 }
 
 std::uint32_t Fibtex::RunOnThisThread() const {

@@ -27,8 +27,17 @@ public:
     // that share one).
     static unsigned BucketIndex(Fibtex const &mutex);
     // Unlocks `mutex` for the task that holds it, from wherever the caller
-    // runs (a waiter's post-switch step runs on another fiber).
+    // runs (a waiter's post-switch step runs on another fiber). The holder
+    // has stopped counting it among its locks first (Disown).
     static void ReleaseFor(Fibtex &mutex) { mutex.Release(); }
+    // By the task that holds `mutex`, which a ReleaseFor will unlock on its
+    // behalf: the task no longer counts it among the locks it holds (a task
+    // must end holding none), though it stays the owner until the release.
+    static void Disown(Fibtex const &mutex) {
+        LockThreadState *const thread = CurrentLockThread();
+        --thread->Held;
+        thread->HeldSum -= reinterpret_cast<std::uintptr_t>(&mutex);
+    }
     // Where the next contended lock_spin() starts its backoff (log2 of the
     // pauses before its first look); the highest a wait climbs to from a
     // start below it, and the highest a start goes after waits on a hot lock.

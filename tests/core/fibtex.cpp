@@ -930,6 +930,120 @@ TEST_CASE("A Fibtex its last user deletes right after unlocking is not touched b
     REQUIRE(overlaps.load() == 0);
 }
 
+// The owner of a lock is the task that took it, wherever it resumes: a task
+// that holds a Fibtex across a wait and resumes on another worker unlocks it
+// there, and both workers' next tasks start holding nothing (a task that
+// ends holding a Fibtex is a fatal error, so a count left on the worker the
+// holder left, or missing where it resumed, would end the process).
+TEST_CASE("A task holding a Fibtex across a wait that resumes on another worker unlocks it there",
+          "[fibtex]") {
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(Options(3)) == 0);
+    ftl::Fibtex mutex(&ts);
+    ftl::AtomicFlag release(&ts, 1);
+    std::atomic<bool> spinnerStarted{false};
+    std::atomic<bool> resumed{false};
+    unsigned lockedOn = 99;
+    unsigned unlockedOn = 99;
+    bool triedWhileHeld = true;
+    // Pinned to worker 1; once it parks, the spinner keeps worker 1 busy
+    // until it has resumed, so it resumes on another worker.
+    auto holder = [&](ftl::TaskScheduler *taskScheduler) {
+        mutex.lock();
+        lockedOn = taskScheduler->GetCurrentThreadIndex();
+        taskScheduler->WaitForCounter(&release);
+        unlockedOn = taskScheduler->GetCurrentThreadIndex();
+        resumed.store(true);
+        mutex.unlock();
+    };
+    auto spinner = [&](ftl::TaskScheduler *) {
+        spinnerStarted.store(true);
+        triedWhileHeld = mutex.try_lock();
+        while (!resumed.load()) {
+            std::this_thread::yield();
+        }
+    };
+    ftl::TaskCounter done(&ts);
+    ts.AddPinnedTask(1, LambdaTask(holder), ftl::TaskPriority::Normal, &done);
+    ts.AddPinnedTask(1, LambdaTask(spinner), ftl::TaskPriority::Normal, &done);
+    while (!spinnerStarted.load()) {
+        std::this_thread::yield();
+    }
+    release.Clear();
+    ts.WaitForCounter(&done);
+    REQUIRE(lockedOn == 1u);
+    REQUIRE(unlockedOn != 1u);
+    REQUIRE_FALSE(triedWhileHeld);
+    // Free, and every worker's tasks can take it and end cleanly.
+    std::atomic<unsigned> locked{0};
+    auto again = [&](ftl::TaskScheduler *) {
+        std::lock_guard<ftl::Fibtex> lock(mutex);
+        locked.fetch_add(1);
+    };
+    ftl::TaskCounter againDone(&ts);
+    for (unsigned worker = 0; worker < 3; ++worker) {
+        ts.AddPinnedTask(worker, LambdaTask(again), ftl::TaskPriority::Normal, &againDone);
+    }
+    ts.WaitForCounter(&againDone);
+    REQUIRE(locked.load() == 3u);
+    REQUIRE(mutex.try_lock());
+    mutex.unlock();
+}
+
+// A child run inline on its waiting parent's fiber is a task of its own: it
+// does not own the parent's lock, starts holding nothing, may lock and
+// unlock others (and wait while holding one), and the parent still owns its
+// lock when the wait returns.
+TEST_CASE("Children run inline while their parent holds a Fibtex own only their own locks", "[fibtex]") {
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(Options(1)) == 0);
+    ftl::Fibtex parentLock(&ts);
+    ftl::Fibtex childLock(&ts);
+    constexpr unsigned kChildren = 6;
+    unsigned parentFiber = 0;
+    std::atomic<unsigned> inlineRuns{0};
+    std::atomic<unsigned> parentLockTaken{0};
+    std::atomic<unsigned> childSections{0};
+    std::atomic<unsigned> grandchildren{0};
+    auto grandchild = [&](ftl::TaskScheduler *) { grandchildren.fetch_add(1); };
+    auto child = [&](ftl::TaskScheduler *taskScheduler) {
+        if (taskScheduler->GetCurrentFiberIndex() == parentFiber) {
+            inlineRuns.fetch_add(1);
+        }
+        if (parentLock.try_lock()) {
+            parentLockTaken.fetch_add(1);
+            parentLock.unlock();
+        }
+        std::lock_guard<ftl::Fibtex> lock(childLock);
+        // Held across a wait of its own, whose children run inline in turn.
+        ftl::TaskCounter counter(taskScheduler);
+        taskScheduler->AddTask(LambdaTask(grandchild), ftl::TaskPriority::Normal, &counter);
+        taskScheduler->WaitForCounter(&counter);
+        childSections.fetch_add(1);
+    };
+    bool parentUnlocked = false;
+    auto parent = [&](ftl::TaskScheduler *taskScheduler) {
+        parentFiber = taskScheduler->GetCurrentFiberIndex();
+        parentLock.lock();
+        ftl::TaskCounter counter(taskScheduler);
+        std::vector<ftl::Task> tasks(kChildren, LambdaTask(child));
+        taskScheduler->AddTasks(kChildren, tasks.data(), ftl::TaskPriority::Normal, &counter);
+        taskScheduler->WaitForCounter(&counter);
+        parentLock.unlock();
+        parentUnlocked = true;
+    };
+    ftl::TaskCounter done(&ts);
+    ts.AddTask(LambdaTask(parent), ftl::TaskPriority::Normal, &done);
+    ts.WaitForCounter(&done);
+    REQUIRE(parentUnlocked);
+    REQUIRE(inlineRuns.load() == kChildren);
+    REQUIRE(parentLockTaken.load() == 0u);
+    REQUIRE(childSections.load() == kChildren);
+    REQUIRE(grandchildren.load() == kChildren);
+    REQUIRE(parentLock.try_lock());
+    parentLock.unlock();
+}
+
 // Outside any task, the stack of the thread that calls Init is one owner
 // before, while and after it is worker 0.
 TEST_CASE("The Init thread's own stack holds a Fibtex across Init and the scheduler's end", "[fibtex]") {

@@ -14,6 +14,7 @@
 #include "waitables/fibtex_ops.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -210,7 +211,72 @@ namespace {
 // same), for the messages that name it.
 alignas(ftl::Fibtex) unsigned char g_namedFibtex[sizeof(ftl::Fibtex)];
 
+std::string NamedFibtexText() {
+    char text[64];
+    std::snprintf(text, sizeof text, "a Fibtex (0x%" PRIxPTR ")",
+                  reinterpret_cast<std::uintptr_t>(g_namedFibtex));
+    return text;
+}
+
 } // namespace
+
+// A Fibtex belongs to the task that locked it: a task that returns holding
+// one would leave it to whatever runs next on its fiber (or in its inline
+// loop), which could unlock it as its own.
+TEST_CASE("A task that ends holding a Fibtex aborts and names the lock and the task", "[misuse]") {
+    int const kind = GENERATE(0, 1, 2, 3);
+    char const *const kinds[] = {"a task", "a child run inline", "a task that waited while holding it",
+                                 "a task holding two"};
+    CAPTURE(kinds[kind]);
+    ChildResult const result = RunInChild(
+        [kind] {
+            ftl::TaskScheduler ts;
+            ts.Init(Options(kind == 2 ? 3 : 1));
+            auto *mutex = ::new (g_namedFibtex) ftl::Fibtex(&ts);
+            ftl::Fibtex other(&ts);
+            std::atomic<unsigned> ended{0};
+            auto holder = [&](ftl::TaskScheduler *taskScheduler) {
+                mutex->lock();
+                if (kind == 2) {
+                    ftl::TaskCounter counter(taskScheduler);
+                    auto nothing = [](ftl::TaskScheduler *) {};
+                    taskScheduler->AddPinnedTask(2, LambdaTask(nothing), ftl::TaskPriority::Normal, &counter);
+                    taskScheduler->WaitForCounter(&counter);
+                }
+                if (kind == 3) {
+                    other.lock();
+                }
+                ended.fetch_add(1);
+            };
+            auto parent = [&](ftl::TaskScheduler *taskScheduler) {
+                ftl::TaskCounter counter(taskScheduler);
+                taskScheduler->AddTask(LambdaTask(holder), ftl::TaskPriority::Normal, &counter);
+                taskScheduler->WaitForCounter(&counter);
+            };
+            // What the task's end used to allow: the next task unlocks it.
+            auto next = [&](ftl::TaskScheduler *) { mutex->unlock(); };
+            ftl::TaskCounter counter(&ts);
+            if (kind == 1) {
+                ts.AddTask(LambdaTask(parent), ftl::TaskPriority::Normal, &counter);
+            } else {
+                ts.AddPinnedTask(1 % ts.GetThreadCount(), LambdaTask(holder), ftl::TaskPriority::Normal,
+                                 &counter);
+            }
+            ts.WaitForCounter(&counter);
+            ts.AddTask(LambdaTask(next), ftl::TaskPriority::Normal, &counter);
+            ts.WaitForCounter(&counter);
+            std::fprintf(stderr, "no fatal error: %u tasks ended\n", ended.load());
+        },
+        std::chrono::seconds(10));
+    if (kind == 3) {
+        RequireDeath(result, "ftl: fatal error: a task ended holding 2 Fibtexes: task function 0x");
+    } else {
+        RequireDeath(result,
+                     "ftl: fatal error: a task ended holding " + NamedFibtexText() + ": task function 0x");
+    }
+    REQUIRE(result.StderrHas(", on fiber "));
+    REQUIRE(result.StderrHas(kind == 1 ? ", run inline" : " of worker "));
+}
 
 // A lock by the holder itself waits for itself forever: on a thread outside
 // the scheduler's tasks nothing reports it, so the lock does, once it finds

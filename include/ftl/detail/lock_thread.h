@@ -19,8 +19,9 @@
 namespace ftl {
 namespace detail {
 
-// One per thread: t_lockThread (source/scheduler/worker.h).
-struct LockThreadState {
+// One per thread: t_lockThread (source/scheduler/worker.h). One cache line:
+// an uncontended lock and unlock touch nothing else of the thread's.
+struct alignas(64) LockThreadState {
     // On a worker, the running task's identity: its fiber, or the hand of
     // the inline loop that runs it on its waiting parent's fiber. The
     // scheduler sets it at every switch. nullptr on a thread that is no
@@ -34,6 +35,14 @@ struct LockThreadState {
     void const *RunLock = nullptr;
     std::uint32_t RunFirst = 0;
     std::uint32_t RunLast = 0;
+    // The Fibtexes the running identity holds: how many, and the sum of
+    // their addresses (the address itself when there is one). They belong
+    // to the identity, not to the thread: the scheduler keeps them on the
+    // stack of a fiber that switches away and puts them back where it
+    // resumes, and an inline loop keeps its waiting parent's while its
+    // children run. A task that ends with Held not 0 is a fatal error.
+    std::uintptr_t Held = 0;
+    std::uintptr_t HeldSum = 0;
 };
 
 #if FTL_INLINE_LOCK_THREAD
