@@ -76,8 +76,7 @@ public:
         if (m_owner.load(std::memory_order_relaxed) != detail::TaskIdentityOf(thread)) {
             UnlockMisuse();
         }
-        --thread->Held;
-        thread->HeldSum -= reinterpret_cast<std::uintptr_t>(this);
+        thread->Held -= detail::HeldWeight(this);
         Release();
     }
 
@@ -140,8 +139,7 @@ private:
         std::uint32_t const acquisitions = m_acquisitions.load(std::memory_order_relaxed) + 1;
         m_acquisitions.store(acquisitions, std::memory_order_relaxed);
         m_owner.store(detail::TaskIdentityOf(thread), std::memory_order_relaxed);
-        ++thread->Held;
-        thread->HeldSum += reinterpret_cast<std::uintptr_t>(this);
+        thread->Held += detail::HeldWeight(this);
         if (thread->RunLock != this || thread->RunLast + 1 != acquisitions) {
             thread->RunLock = this;
             thread->RunFirst = acquisitions;

@@ -109,9 +109,7 @@ Worker *HelpWhileWaiting(Worker *worker, TaskCounter *counter) {
     // and the parent's count waits here (the fiber may move meanwhile).
     LockThreadState *lockThread = worker->LockThread();
     std::uintptr_t const held = lockThread->Held;
-    std::uintptr_t const heldSum = lockThread->HeldSum;
     lockThread->Held = 0;
-    lockThread->HeldSum = 0;
     worker = worker->Observed() ? RunChildren<true>(worker, counter, hand)
                                 : RunChildren<false>(worker, counter, hand);
     if (hand.Holds()) {
@@ -121,7 +119,6 @@ Worker *HelpWhileWaiting(Worker *worker, TaskCounter *counter) {
     SetTaskIdentity(TaskIdentityOf(self));
     lockThread = worker->LockThread();
     lockThread->Held = held;
-    lockThread->HeldSum = heldSum;
     return worker;
 }
 

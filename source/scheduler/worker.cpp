@@ -189,7 +189,6 @@ void Worker::FiberEntry(void *message) {
     // A new fiber holds no Fibtex (the thread's counts were the fiber's it
     // left, which keeps them on its stack: SwitchTo).
     worker->m_lockThread->Held = 0;
-    worker->m_lockThread->HeldSum = 0;
     worker->Loop(worker->m_currentFiber);
 }
 
@@ -869,12 +868,15 @@ void Worker::TaskThrew(TaskItem const &item) {
 
 void Worker::TaskEndedHolding(TaskItem const &item) const {
     std::uintptr_t const held = m_lockThread->Held;
-    std::uintptr_t const sum = m_lockThread->HeldSum;
+    std::uintptr_t const count = kHeldCountShift != 0 ? held >> kHeldCountShift : held;
     char which[64];
-    if (held == 1) {
-        std::snprintf(which, sizeof which, "a Fibtex (0x%" PRIxPTR ")", sum);
+    if (count == 1 && kHeldCountShift != 0) {
+        std::uintptr_t const address = held & ((std::uintptr_t(1) << kHeldCountShift) - 1);
+        std::snprintf(which, sizeof which, "a Fibtex (0x%" PRIxPTR ")", address);
+    } else if (count == 1) {
+        std::snprintf(which, sizeof which, "a Fibtex");
     } else {
-        std::snprintf(which, sizeof which, "%" PRIuPTR " Fibtexes", held);
+        std::snprintf(which, sizeof which, "%" PRIuPTR " Fibtexes", count);
     }
     FTL_FATAL("a task ended holding %s: task function 0x%" PRIxPTR ", argument 0x%" PRIxPTR
               ", on fiber %u of worker %u%s (a Fibtex belongs to the task that locked it; unlock it before "
@@ -912,10 +914,8 @@ Worker *Worker::SwitchTo(SwitchRecord &record) {
     // wait on its stack and come back with it, on whichever thread it
     // resumes (a fiber switched to sets its own: here, or in FiberEntry).
     std::uintptr_t const held = m_lockThread->Held;
-    std::uintptr_t const heldSum = m_lockThread->HeldSum;
     Worker *const worker = Arrived(SwitchFiber(record.From, record.To, &record));
     worker->m_lockThread->Held = held;
-    worker->m_lockThread->HeldSum = heldSum;
     return worker;
 }
 

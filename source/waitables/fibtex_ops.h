@@ -35,8 +35,7 @@ public:
     // must end holding none), though it stays the owner until the release.
     static void Disown(Fibtex const &mutex) {
         LockThreadState *const thread = CurrentLockThread();
-        --thread->Held;
-        thread->HeldSum -= reinterpret_cast<std::uintptr_t>(&mutex);
+        thread->Held -= HeldWeight(&mutex);
     }
     // Where the next contended lock_spin() starts its backoff (log2 of the
     // pauses before its first look); the highest a wait climbs to from a

@@ -35,15 +35,32 @@ struct alignas(64) LockThreadState {
     void const *RunLock = nullptr;
     std::uint32_t RunFirst = 0;
     std::uint32_t RunLast = 0;
-    // The Fibtexes the running identity holds: how many, and the sum of
-    // their addresses (the address itself when there is one). They belong
-    // to the identity, not to the thread: the scheduler keeps them on the
-    // stack of a fiber that switches away and puts them back where it
-    // resumes, and an inline loop keeps its waiting parent's while its
-    // children run. A task that ends with Held not 0 is a fatal error.
+    // The Fibtexes the running identity holds: the sum of HeldWeight over
+    // them, 0 when it holds none. They belong to the identity, not to the
+    // thread: the scheduler keeps the sum on the stack of a fiber that
+    // switches away and puts it back where the fiber resumes, and an inline
+    // loop keeps its waiting parent's while its children run. A task that
+    // ends with Held not 0 is a fatal error.
     std::uintptr_t Held = 0;
-    std::uintptr_t HeldSum = 0;
 };
+
+// What a held Fibtex at `mutex` adds to LockThreadState::Held: one word, so
+// that the inlined lock and unlock pay one add each (two fields cost W5's
+// loop a measurable share). Where pointers have 64 bits, a count in the top
+// 8 bits and the sum of the addresses below them (user addresses stay
+// below 2^56): the address itself when the count is 1. Elsewhere the count
+// alone.
+#if UINTPTR_MAX > 0xFFFFFFFFu
+constexpr unsigned kHeldCountShift = 56;
+inline std::uintptr_t HeldWeight(void const *mutex) {
+    return reinterpret_cast<std::uintptr_t>(mutex) + (std::uintptr_t(1) << kHeldCountShift);
+}
+#else
+constexpr unsigned kHeldCountShift = 0;
+inline std::uintptr_t HeldWeight(void const *) {
+    return 1;
+}
+#endif
 
 #if FTL_INLINE_LOCK_THREAD
 // The address of a thread's state minus its thread pointer: the same on
