@@ -90,7 +90,14 @@ public:
         }
         LockContended(pinToThread, iterations);
     }
-    // Spins until it gets the lock; never parks.
+    // Spins until it gets the lock; never parks: the worker spinning in it
+    // runs nothing else meanwhile. With a holder that waits while it holds
+    // the lock (a WaitForCounter, a park on another Fibtex), the holder
+    // needs a worker to resume on and to run what it waits for: when every
+    // worker spins here (or every worker the holder may resume on, for a
+    // pinned wait or the Init thread's own fiber), nothing unlocks and the
+    // workers spin forever. Use it only for locks whose holders never wait
+    // while holding them; lock() and lock_spin() park instead.
     void lock_spin_infinite(bool pinToThread = false);
 
 private:
