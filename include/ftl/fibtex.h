@@ -122,7 +122,9 @@ private:
     // worker: the caller's, whose latest run on this Fibtex may make the
     // wait patient; nullptr: never patient (a thread outside the scheduler,
     // or a waiter that has parked).
-    bool SpinAcquire(unsigned iterations, detail::Worker const *worker);
+    // since: when the wait began (NowNs), or 0 until the spin takes it; a
+    // wait of kFairNs asks the holder's unlock to hand it the lock.
+    bool SpinAcquire(unsigned iterations, detail::Worker const *worker, std::uint64_t &since);
     bool PeeksOn() const;
     bool PatienceOn() const;
     // A patient wait so far: the acquisition count at its previous look, and
@@ -137,7 +139,7 @@ private:
     bool LetHolderRelock(Patience &patience) const;
     void AcquiredAfterWait(unsigned looked, unsigned start, std::uint32_t acquisitionsBefore);
     // Parks until an unlock wakes it, then spins again, until it has the lock.
-    void LockSlow(bool pinToThread, unsigned iterations);
+    void LockSlow(bool pinToThread, unsigned iterations, std::uint64_t since);
     // After an acquisition, by the new owner on its thread: the owner, the
     // locks the owner holds, and the thread's run of acquisitions.
     void NoteAcquired(detail::LockThreadState *thread) {
@@ -178,7 +180,8 @@ private:
         }
     }
     // A Release that found waiters counted in its bucket: wakes the first
-    // parked for `mutex`, which may be gone.
+    // parked for `mutex`, which may be gone (or hands it the lock, when it
+    // has waited long: fibtex.cpp, kFairNs).
     static void UnlockSlow(void const *mutex);
 
     std::atomic<std::uint32_t> m_state{kUnlocked};

@@ -71,6 +71,12 @@ struct Mechanisms {
     // keep it, for up to 150 us, until the holder stops (off: it takes the
     // lock at any look that finds it free).
     bool LockPatience = true;
+    // A Fibtex waiter that has waited 40 us (a patient one: 40 us past its
+    // patience) is handed the lock by the holder's next unlock, which takes
+    // it back at once on the waiter's behalf (off: a waiter gets the lock
+    // only at a look that finds it free, and a holder that relocks at once
+    // can pass it by for milliseconds).
+    bool LockHandOff = true;
     // A thread outside the scheduler that wakes the worker pinned to its own
     // CPU then yields (sched_yield), unless the worker has run since (the
     // kernel let it preempt the thread), so that the kernel can run it now
@@ -98,6 +104,7 @@ constexpr MechanismSwitch kMechanismSwitches[] = {
     {"LockPeeks", &Mechanisms::LockPeeks},
     {"LockWatchesIdle", &Mechanisms::LockWatchesIdle},
     {"LockPatience", &Mechanisms::LockPatience},
+    {"LockHandOff", &Mechanisms::LockHandOff},
     {"YieldToWokenWorker", &Mechanisms::YieldToWokenWorker},
 };
 constexpr unsigned kNumMechanismSwitches = sizeof(kMechanismSwitches) / sizeof(kMechanismSwitches[0]);

@@ -49,6 +49,14 @@ struct WaitNode {
     std::uint64_t Deadline = 0;
     void *Waitable = nullptr;
     bool (*Cancel)(void *waitable, WaitNode *node) = nullptr;
+    // Fibtex (fibtex.cpp): when the wait began (NowNs), for the hand-off of
+    // a waiter that waited kFairNs; the unlock that took the lock for this
+    // waiter sets Handed (release), as its last touch of the node; a waiter
+    // that spins is linked only to ask for that hand-off, and is never
+    // readied.
+    std::uint64_t WaitSince = 0;
+    std::atomic<bool> Handed{false};
+    bool Spinning = false;
     // The timers' (under their lock): on the heap now, and where.
     bool InTimers = false;
     unsigned TimerSlot = 0;

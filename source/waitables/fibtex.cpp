@@ -115,6 +115,34 @@ WaitNode *FirstWaiterOf(ParkingBucket const &bucket, void const *mutex) {
     return node;
 }
 
+// Fairness. An unlock wakes a parked waiter without handing it the lock, and
+// a spinning waiter takes it only at a look that finds it free: against a
+// holder that relocks at once, with sections much longer than the moment
+// between two, a waiter could wait for milliseconds (a task waiting for one
+// lock beside a task that relocked it in 2 us sections: a median of 13 ms,
+// up to 150 ms). So a waiter that has waited kFairNs asks for the lock: a
+// spinning one links a node of its own in the bucket, which sends the
+// holder's unlocks to UnlockSlow; a parked one is there already. The unlock
+// then takes the lock back at once, on the waiter's behalf, and hands it
+// over: the holder's next lock finds it taken and waits in turn. A bound on
+// how long a lock may pass a waiter by, not a cost of this host: at most one
+// hand-off in kFairNs, each costing the holder one crossing of the lock's
+// line (or the wake of a parked waiter).
+constexpr std::uint64_t kFairNs = 40000;
+// A waiter that asked looks for the hand-off this many pauses apart.
+constexpr unsigned kFairPauses = 16;
+
+// Whether waiters on a Fibtex of `taskScheduler` ask for hand-offs (a
+// Fibtex with no scheduler: always).
+bool HandOffOn(TaskScheduler *taskScheduler) {
+    Scheduler const *scheduler = SchedulerOfFibtex(taskScheduler);
+    return scheduler == nullptr || scheduler->Switches().LockHandOff;
+}
+
+bool HandOffDue(WaitNode const &node) {
+    return node.WaitSince != 0 && NowNs() - node.WaitSince >= kFairNs;
+}
+
 } // namespace
 
 // Every unlock reads its bucket's count: constant-initialized, like the rest
@@ -147,6 +175,22 @@ __attribute__((noinline)) void Fibtex::UnlockSlow(void const *mutex) {
         node = FirstWaiterOf(bucket, mutex);
         if (node == nullptr) {
             return;
+        }
+        // A waiter linked here keeps a Fibtex alive at `mutex` (one with
+        // waiters may not be destroyed), so the lock word may be touched.
+        bool const handed =
+            HandOffDue(*node) && static_cast<Fibtex *>(const_cast<void *>(mutex))->TryAcquire();
+        if (node->Spinning) {
+            if (!handed) {
+                return; // it spins on; the lock's next unlock tries again
+            }
+            Remove(bucket.Waiters, node);
+            bucket.Parked.fetch_sub(1, std::memory_order_relaxed);
+            node->Handed.store(true, std::memory_order_release); // the node may be gone after this
+            return;
+        }
+        if (handed) {
+            node->Handed.store(true, std::memory_order_relaxed); // published by the wake below
         }
         Remove(bucket.Waiters, node);
         bucket.Parked.fetch_sub(1, std::memory_order_relaxed);
@@ -426,14 +470,72 @@ bool Fibtex::try_lock() {
 // median 6.7, against 5.2-5.8).
 __attribute__((noinline)) void Fibtex::LockContended(bool pinToThread, unsigned iterations) {
     CheckNotHeldByCaller();
-    if (SpinAcquire(iterations, detail::CurrentWorkerNoSwitch())) {
+    std::uint64_t since = 0;
+    if (SpinAcquire(iterations, detail::CurrentWorkerNoSwitch(), since)) {
         NoteAcquired(detail::CurrentLockThread());
         return;
     }
-    LockSlow(pinToThread, iterations);
+    LockSlow(pinToThread, iterations, since);
 }
 
-bool Fibtex::SpinAcquire(unsigned iterations, detail::Worker const *worker) {
+namespace detail {
+
+// A spinning waiter's request for a hand-off (see kFairNs): its node, linked
+// in the bucket and counted there, sends the holder's unlocks to UnlockSlow.
+// No barrier: a waiter that spins cannot miss a wake-up, it looks on.
+class FairRequest {
+public:
+    explicit FairRequest(Fibtex const *mutex) : m_mutex(mutex) {
+        m_node.Kind = WaitKind::Fibtex;
+        m_node.Object = mutex;
+        m_node.Spinning = true;
+    }
+    ~FairRequest() { Withdraw(); }
+    FairRequest(FairRequest const &) = delete;
+    FairRequest &operator=(FairRequest const &) = delete;
+
+    bool Asked() const { return m_asked; }
+    void Ask(std::uint64_t since) {
+        m_node.WaitSince = since;
+        ParkingBucket const bucket = BucketOf(m_mutex);
+        WaitListGuard guard(bucket.Waiters);
+        Append(bucket.Waiters, &m_node);
+        bucket.Parked.fetch_add(1, std::memory_order_relaxed);
+        m_asked = true;
+    }
+    // Whether an unlock handed the lock over (acquire: what its holders
+    // did is visible).
+    bool Handed() const { return m_asked && m_node.Handed.load(std::memory_order_acquire); }
+    // Takes the request back; returns whether the lock was handed over
+    // meanwhile (then the caller holds it).
+    bool Withdraw() {
+        if (!m_asked) {
+            return false;
+        }
+        m_asked = false;
+        ParkingBucket const bucket = BucketOf(m_mutex);
+        {
+            WaitListGuard guard(bucket.Waiters);
+            if (m_node.Linked) {
+                Remove(bucket.Waiters, &m_node);
+                bucket.Parked.fetch_sub(1, std::memory_order_relaxed);
+                return false;
+            }
+        }
+        // Only a hand-off unlinks a spinning node, and it stores Handed
+        // under the bucket's lock: it is set by now.
+        return m_node.Handed.load(std::memory_order_acquire);
+    }
+
+private:
+    Fibtex const *m_mutex;
+    WaitNode m_node;
+    bool m_asked = false;
+};
+
+} // namespace detail
+
+bool Fibtex::SpinAcquire(unsigned iterations, detail::Worker const *worker, std::uint64_t &since) {
     // Contended. A holder that unlocks and relocks at once leaves the lock
     // free for a moment between its sections; a waiter that looks often
     // catches those moments and the lock (with the data it guards) crosses
@@ -463,10 +565,25 @@ bool Fibtex::SpinAcquire(unsigned iterations, detail::Worker const *worker) {
     std::uint32_t searchesSeen = watched != nullptr ? watched->Searches() : 0;
     bool const patient = worker != nullptr && RunOnThisThread() >= kPatientRun && PatienceOn();
     Patience patience{m_acquisitions.load(std::memory_order_relaxed)};
+    detail::FairRequest fair(this);
+    // A patient waiter asks only once its patience is over.
+    std::uint64_t const askAfter = !detail::HandOffOn(m_taskScheduler) ? ~std::uint64_t{0}
+                                   : patient                           ? kPatienceNs + detail::kFairNs
+                                                                       : detail::kFairNs;
     while (i < iterations) {
         unsigned const looked = level;
         unsigned const pauses = 1u << level;
-        if (watched != nullptr && level >= kWatchLevel) {
+        if (fair.Asked()) {
+            // The hand-off comes at the holder's next unlock: watch for it
+            // on the request's own line, looking at the lock as often as before.
+            for (unsigned paused = 0; paused < pauses; paused += detail::kFairPauses) {
+                Pause(detail::kFairPauses);
+                if (fair.Handed()) {
+                    AcquiredAfterWait(looked, start, acquisitionsBefore);
+                    return true;
+                }
+            }
+        } else if (watched != nullptr && level >= kWatchLevel) {
             unsigned const paused = PauseUntilSearch(pauses, *watched, searchesSeen);
             if (paused < pauses) {
                 if (LookAndAcquire()) {
@@ -488,12 +605,24 @@ bool Fibtex::SpinAcquire(unsigned iterations, detail::Worker const *worker) {
             continue;
         }
         ++i;
-        if (LookAndAcquire()) {
+        // Handed over, or taken at this look (then the request, if any, is
+        // taken back as `fair` goes: a hand-off's compare-exchange failed
+        // against ours).
+        if (fair.Handed() || LookAndAcquire()) {
             AcquiredAfterWait(looked, start, acquisitionsBefore);
             return true;
         }
+        // Waited kFairNs: ask the holder's next unlock to hand the lock over.
+        if (!fair.Asked()) {
+            std::uint64_t const now = detail::NowNs();
+            if (since == 0) {
+                since = now;
+            } else if (now - since >= askAfter) {
+                fair.Ask(since);
+            }
+        }
     }
-    return false;
+    return fair.Withdraw();
 }
 
 bool Fibtex::LetHolderRelock(Patience &patience) const {
@@ -556,24 +685,34 @@ void Fibtex::lock_spin_infinite(bool pinToThread) {
     }
 }
 
-__attribute__((noinline)) void Fibtex::LockSlow(bool pinToThread, unsigned iterations) {
-    // An unlock wakes one waiter and does not hand it the lock: another may
-    // take it first. The woken waiter then spins as a new one would before
-    // it parks again, so a lock that is busy but never held long costs it
-    // no second park (and no second barrier).
-    do {
+__attribute__((noinline)) void Fibtex::LockSlow(bool pinToThread, unsigned iterations, std::uint64_t since) {
+    // An unlock wakes one waiter, and hands it the lock only once it has
+    // waited kFairNs: before that another may take it first. The woken
+    // waiter then spins as a new one would before it parks again, so a lock
+    // that is busy but never held long costs it no second park (and no
+    // second barrier).
+    if (since == 0) {
+        since = detail::NowNs();
+    }
+    for (;;) {
         detail::Scheduler *scheduler = detail::SchedulerOfFibtex(m_taskScheduler);
         detail::Worker *worker = scheduler != nullptr ? scheduler->CurrentWorkerOfThis() : nullptr;
         detail::WaitNode node;
         node.Kind = WaitKind::Fibtex;
         node.Object = this;
+        node.WaitSince = detail::HandOffOn(m_taskScheduler) ? since : 0;
         if (worker != nullptr) {
             detail::Park(worker, node, pinToThread, &detail::FibtexOps::Register, this);
         } else {
             // A thread that is not a worker blocks until an unlock wakes it.
             detail::WaitOnThread(node, &detail::FibtexOps::Register, this);
         }
-    } while (!LookAndAcquire() && !SpinAcquire(iterations, nullptr)); // parked once: not patient again
+        // Handed over: the wake that follows the store publishes it.
+        if (node.Handed.load(std::memory_order_acquire) || LookAndAcquire() ||
+            SpinAcquire(iterations, nullptr, since)) { // parked once: not patient again
+            break;
+        }
+    }
     NoteAcquired(detail::CurrentLockThread());
 }
 
