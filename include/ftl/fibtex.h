@@ -29,7 +29,10 @@
 // - lock() tries a short spin before it parks: a holder on another core is
 //   usually about to unlock, and parking costs two fiber switches and a
 //   process-wide memory barrier. An unlock wakes one parked waiter and does
-//   not hand it the lock: whoever looks first takes it.
+//   not hand it the lock: whoever looks first takes it. But a waiter that
+//   runs (spins) and has waited 40 us is handed the lock by the holder's
+//   next unlock, so a holder that relocks at once cannot pass a waiter by
+//   for longer (a woken waiter asks at its first look that fails).
 // - A waiter whose worker's latest run of acquisitions of this Fibtex was
 //   8 or more in a row, with nobody else's between (tasks that each lock it
 //   again and again), lets a holder that keeps relocking it keep it for up

@@ -657,20 +657,15 @@ void Scheduler::CheckDrain(Worker const &worker, bool yielding) {
                        [this](WaitingFiber const &fiber) { return fiber.Object == m_drainFlag.get(); }),
         waiting.end());
     std::fputs(FormatWaitingFibers(waiting).c_str(), stderr);
-    if (yielding) {
-        FTL_FATAL(
-            "TaskScheduler destroyed while %llu task(s) can never finish: tasks keep calling Yield while "
-            "nothing else finishes (no task has finished for %llu ms, and no worker has other work; the "
-            "fibers parked in a wait or a yield are listed above)",
-            static_cast<unsigned long long>(AddedCount() - finished),
-            static_cast<unsigned long long>(kDrainStallNs / 1000000u));
-    }
     FTL_FATAL(
-        "TaskScheduler destroyed while %llu task(s) can never finish: their fibers wait on counters, "
-        "flags or Fibtexes that nothing changes any more (no task has finished for %llu ms, every worker "
-        "is idle; the fibers that wait are listed above)",
+        "TaskScheduler destroyed while %llu task(s) can never finish: %s (no task has finished for %llu "
+        "ms, %s; the fibers %s are listed above)",
         static_cast<unsigned long long>(AddedCount() - finished),
-        static_cast<unsigned long long>(kDrainStallNs / 1000000u));
+        yielding ? "tasks keep calling Yield while nothing else finishes"
+                 : "their fibers wait on counters, flags or Fibtexes that nothing changes any more",
+        static_cast<unsigned long long>(kDrainStallNs / 1000000u),
+        yielding ? "and no worker has other work" : "every worker is idle",
+        yielding ? "parked in a wait or a yield" : "that wait");
 }
 
 bool Scheduler::OthersStalled(unsigned self, std::uint64_t now, bool yielding) const {

@@ -49,14 +49,11 @@ struct WaitNode {
     std::uint64_t Deadline = 0;
     void *Waitable = nullptr;
     bool (*Cancel)(void *waitable, WaitNode *node) = nullptr;
-    // Fibtex (fibtex.cpp): when the wait began (NowNs), for the hand-off of
-    // a waiter that waited kFairNs; the unlock that took the lock for this
-    // waiter sets Handed (release), as its last touch of the node; a waiter
-    // that spins is linked only to ask for that hand-off, and is never
-    // readied.
-    std::uint64_t WaitSince = 0;
-    std::atomic<bool> Handed{false};
+    // Fibtex (fibtex.cpp): a waiter that spins, linked only to ask for a
+    // hand-off of the lock (it is never readied), and the mark the unlock
+    // that took the lock for it sets (release), its last touch of the node.
     bool Spinning = false;
+    std::atomic<bool> Handed{false};
     // The timers' (under their lock): on the heap now, and where.
     bool InTimers = false;
     unsigned TimerSlot = 0;

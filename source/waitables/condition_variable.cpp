@@ -77,6 +77,9 @@ public:
                 chain = PopFront(variable.m_waiters);
             }
         }
+        if (chain == nullptr) {
+            return; // nobody waits: the variable is not touched again
+        }
         Scheduler *scheduler = Scheduler::Of(variable.m_taskScheduler);
         while (chain != nullptr) {
             // Read before the wake: the node lives on the waiter's stack.

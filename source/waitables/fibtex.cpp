@@ -105,11 +105,12 @@ void DecideUnlock() {
     (void)decided;
 }
 
-// The first node linked in `bucket` for `mutex`, or nullptr. Requires the
-// bucket's lock.
-WaitNode *FirstWaiterOf(ParkingBucket const &bucket, void const *mutex) {
+// The first node linked in `bucket` for `mutex` of a waiter that spins (it
+// asked for a hand-off) or is parked, or nullptr. Requires the bucket's
+// lock.
+WaitNode *FirstWaiterOf(ParkingBucket const &bucket, void const *mutex, bool spinning) {
     WaitNode *node = bucket.Waiters.Head;
-    while (node != nullptr && node->Object != mutex) {
+    while (node != nullptr && (node->Object != mutex || node->Spinning != spinning)) {
         node = node->Next;
     }
     return node;
@@ -120,27 +121,27 @@ WaitNode *FirstWaiterOf(ParkingBucket const &bucket, void const *mutex) {
 // holder that relocks at once, with sections much longer than the moment
 // between two, a waiter could wait for milliseconds (a task waiting for one
 // lock beside a task that relocked it in 2 us sections: a median of 13 ms,
-// up to 150 ms). So a waiter that has waited kFairNs asks for the lock: a
-// spinning one links a node of its own in the bucket, which sends the
-// holder's unlocks to UnlockSlow; a parked one is there already. The unlock
-// then takes the lock back at once, on the waiter's behalf, and hands it
-// over: the holder's next lock finds it taken and waits in turn. A bound on
-// how long a lock may pass a waiter by, not a cost of this host: at most one
-// hand-off in kFairNs, each costing the holder one crossing of the lock's
-// line (or the wake of a parked waiter).
+// up to 150 ms). So a spinning waiter that has waited kFairNs asks for the
+// lock: it links a node of its own in the bucket, marked as spinning, which
+// sends the holder's unlocks to UnlockSlow. The unlock then takes the lock
+// back at once, on the waiter's behalf, and hands it over: the holder's next
+// lock finds it taken and waits in turn. Only a waiter that runs is handed
+// the lock: one parked is woken without it (a worker could otherwise spin on
+// the lock while the fiber that holds it waits in that worker's queue), and
+// asks at its first look that fails. A bound on how long a lock may pass a
+// waiter by, not a cost of this host: at most one hand-off in kFairNs, each
+// costing the holder one crossing of the lock's line.
 constexpr std::uint64_t kFairNs = 40000;
-// A waiter that asked looks for the hand-off this many pauses apart.
-constexpr unsigned kFairPauses = 16;
+// A waiter that asked looks for the hand-off this many pauses apart (2^
+// kFairLevel).
+constexpr unsigned kFairLevel = 4;
+constexpr unsigned kFairPauses = 1u << kFairLevel;
 
 // Whether waiters on a Fibtex of `taskScheduler` ask for hand-offs (a
 // Fibtex with no scheduler: always).
 bool HandOffOn(TaskScheduler *taskScheduler) {
     Scheduler const *scheduler = SchedulerOfFibtex(taskScheduler);
     return scheduler == nullptr || scheduler->Switches().LockHandOff;
-}
-
-bool HandOffDue(WaitNode const &node) {
-    return node.WaitSince != 0 && NowNs() - node.WaitSince >= kFairNs;
 }
 
 } // namespace
@@ -172,25 +173,22 @@ __attribute__((noinline)) void Fibtex::UnlockSlow(void const *mutex) {
     Scheduler *scheduler = nullptr;
     {
         WaitListGuard guard(bucket.Waiters);
-        node = FirstWaiterOf(bucket, mutex);
+        // A waiter that spins and asked for the lock is handed it (a waiter
+        // linked here keeps a Fibtex alive at `mutex`: one with waiters may
+        // not be destroyed, so the lock word may be touched). A parked one
+        // is woken without it, as the lock cannot wait for its fiber to be
+        // run (a worker may spin on the lock meanwhile): it asks as soon as
+        // it spins again.
+        if (WaitNode *spinner = FirstWaiterOf(bucket, mutex, true);
+            spinner != nullptr && static_cast<Fibtex *>(const_cast<void *>(mutex))->TryAcquire()) {
+            Remove(bucket.Waiters, spinner);
+            bucket.Parked.fetch_sub(1, std::memory_order_relaxed);
+            spinner->Handed.store(true, std::memory_order_release); // the node may be gone after this
+            return;
+        }
+        node = FirstWaiterOf(bucket, mutex, false);
         if (node == nullptr) {
             return;
-        }
-        // A waiter linked here keeps a Fibtex alive at `mutex` (one with
-        // waiters may not be destroyed), so the lock word may be touched.
-        bool const handed =
-            HandOffDue(*node) && static_cast<Fibtex *>(const_cast<void *>(mutex))->TryAcquire();
-        if (node->Spinning) {
-            if (!handed) {
-                return; // it spins on; the lock's next unlock tries again
-            }
-            Remove(bucket.Waiters, node);
-            bucket.Parked.fetch_sub(1, std::memory_order_relaxed);
-            node->Handed.store(true, std::memory_order_release); // the node may be gone after this
-            return;
-        }
-        if (handed) {
-            node->Handed.store(true, std::memory_order_relaxed); // published by the wake below
         }
         Remove(bucket.Waiters, node);
         bucket.Parked.fetch_sub(1, std::memory_order_relaxed);
@@ -255,7 +253,7 @@ bool FibtexOps::HeldByCaller(Fibtex const &mutex) {
 bool FibtexOps::HasWaiters(Fibtex const &mutex) {
     ParkingBucket const bucket = BucketOf(&mutex);
     WaitListGuard guard(bucket.Waiters);
-    return FirstWaiterOf(bucket, &mutex) != nullptr;
+    return FirstWaiterOf(bucket, &mutex, false) != nullptr || FirstWaiterOf(bucket, &mutex, true) != nullptr;
 }
 
 unsigned FibtexOps::BucketIndex(Fibtex const &mutex) {
@@ -495,8 +493,7 @@ public:
     FairRequest &operator=(FairRequest const &) = delete;
 
     bool Asked() const { return m_asked; }
-    void Ask(std::uint64_t since) {
-        m_node.WaitSince = since;
+    void Ask() {
         ParkingBucket const bucket = BucketOf(m_mutex);
         WaitListGuard guard(bucket.Waiters);
         Append(bucket.Waiters, &m_node);
@@ -618,7 +615,7 @@ bool Fibtex::SpinAcquire(unsigned iterations, detail::Worker const *worker, std:
             if (since == 0) {
                 since = now;
             } else if (now - since >= askAfter) {
-                fair.Ask(since);
+                fair.Ask();
             }
         }
     }
@@ -673,24 +670,38 @@ void Fibtex::AcquiredAfterWait(unsigned looked, unsigned start, std::uint32_t ac
 void Fibtex::lock_spin_infinite(bool pinToThread) {
     (void)pinToThread; // never parks, so never resumes anywhere
     unsigned level = 0;
+    // Never parks, so it may be handed the lock (see kFairNs); asked, it
+    // looks often enough to see the hand-off at once.
+    detail::FairRequest fair(this);
+    bool const handOff = detail::HandOffOn(m_taskScheduler);
+    std::uint64_t since = 0;
     for (;;) {
-        if (LookAndAcquire()) {
+        if (fair.Handed() || LookAndAcquire()) {
             NoteAcquired(detail::CurrentLockThread());
             return;
         }
         if (level == 0) {
             CheckNotHeldByCaller();
         }
-        Backoff(level, kMaxBackoffLevel);
+        if (handOff && !fair.Asked()) {
+            std::uint64_t const now = detail::NowNs();
+            if (since == 0) {
+                since = now;
+            } else if (now - since >= detail::kFairNs) {
+                fair.Ask();
+                level = 0;
+            }
+        }
+        Backoff(level, fair.Asked() ? detail::kFairLevel : kMaxBackoffLevel);
     }
 }
 
 __attribute__((noinline)) void Fibtex::LockSlow(bool pinToThread, unsigned iterations, std::uint64_t since) {
-    // An unlock wakes one waiter, and hands it the lock only once it has
-    // waited kFairNs: before that another may take it first. The woken
-    // waiter then spins as a new one would before it parks again, so a lock
-    // that is busy but never held long costs it no second park (and no
-    // second barrier).
+    // An unlock wakes one waiter and does not hand it the lock: another may
+    // take it first. The woken waiter then spins as a new one would before
+    // it parks again, so a lock that is busy but never held long costs it
+    // no second park (and no second barrier); having waited kFairNs since
+    // `since`, it asks for a hand-off at once.
     if (since == 0) {
         since = detail::NowNs();
     }
@@ -700,16 +711,15 @@ __attribute__((noinline)) void Fibtex::LockSlow(bool pinToThread, unsigned itera
         detail::WaitNode node;
         node.Kind = WaitKind::Fibtex;
         node.Object = this;
-        node.WaitSince = detail::HandOffOn(m_taskScheduler) ? since : 0;
         if (worker != nullptr) {
             detail::Park(worker, node, pinToThread, &detail::FibtexOps::Register, this);
         } else {
             // A thread that is not a worker blocks until an unlock wakes it.
             detail::WaitOnThread(node, &detail::FibtexOps::Register, this);
         }
-        // Handed over: the wake that follows the store publishes it.
-        if (node.Handed.load(std::memory_order_acquire) || LookAndAcquire() ||
-            SpinAcquire(iterations, nullptr, since)) { // parked once: not patient again
+        // Woken without the lock: it asks for it at its first look that
+        // fails, having waited since `since`.
+        if (LookAndAcquire() || SpinAcquire(iterations, nullptr, since)) { // parked once: not patient again
             break;
         }
     }

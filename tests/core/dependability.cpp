@@ -137,10 +137,10 @@ unsigned OutsideWakeThenDestroy(Waitable kind, unsigned threads) {
         bool done = false;
         waker = std::thread([&] {
             onInitCpu();
-            {
-                std::lock_guard<ftl::Fibtex> lock(mutex);
-                done = true;
-            }
+            // The notify under the lock: the waiter may destroy the
+            // condition variable as soon as it sees `done` and the lock.
+            std::lock_guard<ftl::Fibtex> lock(mutex);
+            done = true;
             ready.notify_one();
             seen.store(1);
         });
@@ -204,8 +204,12 @@ TEST_CASE("A task of one scheduler ends a wait of another, which is destroyed ri
     std::atomic<ftl::TaskCounter *> toLower{nullptr};
     std::atomic<unsigned> lowered{0};
     std::atomic<bool> stop{false};
+    std::atomic<int> bInit{1};
     std::thread bThread([&] {
-        REQUIRE(b.Init(SmallOptions(1)) == 0);
+        bInit.store(b.Init(SmallOptions(1))); // checked by the main thread: Catch2 asserts from one
+        if (bInit.load() != 0) {
+            return;
+        }
         while (!stop.load()) {
             ftl::TaskCounter *counter = toLower.exchange(nullptr);
             if (counter == nullptr) {
@@ -220,6 +224,10 @@ TEST_CASE("A task of one scheduler ends a wait of another, which is destroyed ri
         b.~TaskScheduler();
         new (&b) ftl::TaskScheduler();
     });
+    while (bInit.load() == 1) {
+        std::this_thread::yield();
+    }
+    REQUIRE(bInit.load() == 0);
     unsigned const rounds = Rounds(200);
     for (unsigned round = 0; round < rounds; ++round) {
         std::optional<ftl::TaskScheduler> a;

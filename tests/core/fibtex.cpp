@@ -1194,3 +1194,53 @@ TEST_CASE("A waiter is not starved by a task that relocks back to back", "[fibte
     WARN(threads << " worker(s), waiter " << (outside ? "outside" : "a task") << ": median " << median / 1000
                  << " us, p99 " << p99 / 1000 << " us, worst " << worst / 1000 << " us");
 }
+
+// Only a waiter that runs is handed the lock. Handed to a parked fiber, the
+// lock would wait for that fiber to be run, while the one worker spins in
+// lock_spin_infinite for it: neither would ever go on.
+TEST_CASE("A lock is never handed to a parked fiber while a worker spins for it", "[fibtex][fairness]") {
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(ftl_test::Options(1)) == 0);
+    ftl::Fibtex mutex(&ts);
+    std::atomic<bool> stop{false};
+    std::atomic<bool> relocking{false};
+    std::uint64_t sections = 0; // under the lock
+    std::thread relocker([&] {
+        while (!stop.load(std::memory_order_relaxed)) {
+            std::lock_guard<ftl::Fibtex> lock(mutex);
+            ftl_test::BusyMicros(2);
+            ++sections;
+            relocking.store(true, std::memory_order_relaxed);
+        }
+    });
+    while (!relocking.load()) {
+        std::this_thread::yield();
+    }
+    constexpr unsigned kEach = 8;
+    std::atomic<unsigned> parkers{0};
+    std::atomic<unsigned> spinners{0};
+    ftl::TaskCounter done(&ts);
+    for (unsigned i = 0; i < kEach; ++i) {
+        ts.AddTask(
+            [&] {
+                mutex.lock(); // spins, parks, and asks again once woken
+                ++sections;
+                mutex.unlock();
+                parkers.fetch_add(1);
+            },
+            ftl::TaskPriority::Normal, &done);
+        ts.AddTask(
+            [&] {
+                mutex.lock_spin_infinite();
+                ++sections;
+                mutex.unlock();
+                spinners.fetch_add(1);
+            },
+            ftl::TaskPriority::Normal, &done);
+    }
+    ts.WaitForCounter(&done);
+    stop.store(true);
+    relocker.join();
+    REQUIRE(parkers.load() == kEach);
+    REQUIRE(spinners.load() == kEach);
+}
