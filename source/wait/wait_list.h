@@ -54,6 +54,9 @@ struct WaitNode {
     // that took the lock for it sets (release), its last touch of the node.
     bool Spinning = false;
     std::atomic<bool> Handed{false};
+    // A spinning waiter's last sign of running (NowNs), renewed as it looks
+    // for the hand-off: a waiter preempted since is not handed the lock.
+    std::atomic<std::uint64_t> Beat{0};
     // The timers' (under their lock): on the heap now, and where.
     bool InTimers = false;
     unsigned TimerSlot = 0;

@@ -132,6 +132,14 @@ WaitNode *FirstWaiterOf(ParkingBucket const &bucket, void const *mutex, bool spi
 // waiter by, not a cost of this host: at most one hand-off in kFairNs, each
 // costing the holder one crossing of the lock's line.
 constexpr std::uint64_t kFairNs = 40000;
+// A waiter that asked is handed the lock only while it has shown in the last
+// kFairBeatNs that it runs: it renews its beat every 2^kFairLevel pauses
+// (under 2 us even where a pause is 140 cycles), and a thread the OS
+// preempted stays off its core for milliseconds. Handed to such a waiter,
+// the lock would sit taken until the OS ran it again: with more workers than
+// cores (8 on 2) and waiters that spin forever, a lock convoy made a test 30
+// times slower.
+constexpr std::uint64_t kFairBeatNs = 5000;
 // A waiter that asked looks for the hand-off this many pauses apart (2^
 // kFairLevel).
 constexpr unsigned kFairLevel = 4;
@@ -180,7 +188,8 @@ __attribute__((noinline)) void Fibtex::UnlockSlow(void const *mutex) {
         // run (a worker may spin on the lock meanwhile): it asks as soon as
         // it spins again.
         if (WaitNode *spinner = FirstWaiterOf(bucket, mutex, true);
-            spinner != nullptr && static_cast<Fibtex *>(const_cast<void *>(mutex))->TryAcquire()) {
+            spinner != nullptr && NowNs() - spinner->Beat.load(std::memory_order_relaxed) < kFairBeatNs &&
+            static_cast<Fibtex *>(const_cast<void *>(mutex))->TryAcquire()) {
             Remove(bucket.Waiters, spinner);
             bucket.Parked.fetch_sub(1, std::memory_order_relaxed);
             spinner->Handed.store(true, std::memory_order_release); // the node may be gone after this
@@ -494,12 +503,15 @@ public:
 
     bool Asked() const { return m_asked; }
     void Ask() {
+        Beat();
         ParkingBucket const bucket = BucketOf(m_mutex);
         WaitListGuard guard(bucket.Waiters);
         Append(bucket.Waiters, &m_node);
         bucket.Parked.fetch_add(1, std::memory_order_relaxed);
         m_asked = true;
     }
+    // A sign that the waiter runs (see kFairBeatNs).
+    void Beat() { m_node.Beat.store(NowNs(), std::memory_order_relaxed); }
     // Whether an unlock handed the lock over (acquire: what its holders
     // did is visible).
     bool Handed() const { return m_asked && m_node.Handed.load(std::memory_order_acquire); }
@@ -575,6 +587,7 @@ bool Fibtex::SpinAcquire(unsigned iterations, detail::Worker const *worker, std:
             // on the request's own line, looking at the lock as often as before.
             for (unsigned paused = 0; paused < pauses; paused += detail::kFairPauses) {
                 Pause(detail::kFairPauses);
+                fair.Beat();
                 if (fair.Handed()) {
                     AcquiredAfterWait(looked, start, acquisitionsBefore);
                     return true;
@@ -691,6 +704,9 @@ void Fibtex::lock_spin_infinite(bool pinToThread) {
                 fair.Ask();
                 level = 0;
             }
+        }
+        if (fair.Asked()) {
+            fair.Beat();
         }
         Backoff(level, fair.Asked() ? detail::kFairLevel : kMaxBackoffLevel);
     }
