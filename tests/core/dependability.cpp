@@ -248,7 +248,10 @@ TEST_CASE("Wait groups waited on by outside threads, each round's group in the s
           "[dependability][wait_group]") {
     ftl::TaskScheduler ts;
     REQUIRE(ts.Init(Options(2)) == 0);
-    constexpr unsigned kTasks = 4;
+    // Two tasks a group, one on each worker, each long enough that the
+    // waiter has registered before they end: their Done() calls come close
+    // together, and the first sees the waiter.
+    constexpr unsigned kTasks = 2;
     unsigned const rounds = Rounds(1000);
     std::atomic<unsigned> total{0};
     auto outside = [&] {
@@ -259,6 +262,7 @@ TEST_CASE("Wait groups waited on by outside threads, each round's group in the s
             ts.AddTasks(
                 kTasks,
                 [&](unsigned) {
+                    ftl_test::BusyMicros(20);
                     ran.fetch_add(1);
                     group.Done();
                 },
@@ -267,10 +271,19 @@ TEST_CASE("Wait groups waited on by outside threads, each round's group in the s
             total.fetch_add(ran.load());
         }
     };
+    // A thread that spins meanwhile: the kernel then preempts a worker
+    // between a Done()'s decrement and the rest of it.
+    std::atomic<bool> stop{false};
+    std::thread spinner([&stop] {
+        while (!stop.load(std::memory_order_relaxed)) {
+        }
+    });
     std::thread first(outside);
     std::thread second(outside);
     first.join();
     second.join();
+    stop.store(true);
+    spinner.join();
     REQUIRE(total.load() == 2 * rounds * kTasks);
 }
 

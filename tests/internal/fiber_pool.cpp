@@ -285,6 +285,13 @@ TEST_CASE("FiberPool Grow policy: a pool at its limit aborts with a message nami
     // Every fiber held: the pool grows to its limit, which on Linux the
     // mapping limit (vm.max_map_count) sets: an ftl message naming the
     // fiber count and what to raise, never a refused stack.
+    if (ftl_test::kThreadSanitizer || ftl_test::kCpuEmulated || ftl_test::kWine) {
+        // ThreadSanitizer maps a trace of its own for every fiber, and an
+        // emulator maps the guest's memory its own way: there the process
+        // runs out of mappings before the pool's limit, in their code.
+        WARN("skipped: the mapping budget is the sanitizer's or the emulator's here");
+        return;
+    }
     ChildResult const result = RunInChild(
         [] {
             TestPool test(16, 1, FiberPoolPolicy::Grow);
