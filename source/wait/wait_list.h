@@ -55,8 +55,10 @@ struct WaitNode {
     bool Spinning = false;
     std::atomic<bool> Handed{false};
     // A spinning waiter's last sign of running (NowNs), renewed as it looks
-    // for the hand-off: a waiter preempted since is not handed the lock.
+    // for the hand-off, and the time between its last two: a waiter
+    // preempted since is not handed the lock.
     std::atomic<std::uint64_t> Beat{0};
+    std::atomic<std::uint64_t> BeatGap{0};
     // The timers' (under their lock): on the heap now, and where.
     bool InTimers = false;
     unsigned TimerSlot = 0;

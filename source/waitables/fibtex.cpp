@@ -139,7 +139,19 @@ constexpr std::uint64_t kFairNs = 40000;
 // the lock would sit taken until the OS ran it again: with more workers than
 // cores (8 on 2) and waiters that spin forever, a lock convoy made a test 30
 // times slower.
+// Where the waiter's own beats come further apart (an emulator, a sanitizer),
+// the bound is 4 of its gaps, up to kFairBeatMaxNs (a gap that spans a
+// preemption is milliseconds long, and must not make the next one look
+// fresh for as long).
 constexpr std::uint64_t kFairBeatNs = 5000;
+constexpr std::uint64_t kFairBeatMaxNs = 200000;
+
+bool BeatFresh(WaitNode const &node) {
+    std::uint64_t const gap = node.BeatGap.load(std::memory_order_relaxed);
+    std::uint64_t bound = gap * 4 > kFairBeatNs ? gap * 4 : kFairBeatNs;
+    bound = bound < kFairBeatMaxNs ? bound : kFairBeatMaxNs;
+    return NowNs() - node.Beat.load(std::memory_order_relaxed) < bound;
+}
 // A waiter that asked looks for the hand-off this many pauses apart (2^
 // kFairLevel).
 constexpr unsigned kFairLevel = 4;
@@ -188,7 +200,7 @@ __attribute__((noinline)) void Fibtex::UnlockSlow(void const *mutex) {
         // run (a worker may spin on the lock meanwhile): it asks as soon as
         // it spins again.
         if (WaitNode *spinner = FirstWaiterOf(bucket, mutex, true);
-            spinner != nullptr && NowNs() - spinner->Beat.load(std::memory_order_relaxed) < kFairBeatNs &&
+            spinner != nullptr && BeatFresh(*spinner) &&
             static_cast<Fibtex *>(const_cast<void *>(mutex))->TryAcquire()) {
             Remove(bucket.Waiters, spinner);
             bucket.Parked.fetch_sub(1, std::memory_order_relaxed);
@@ -511,7 +523,12 @@ public:
         m_asked = true;
     }
     // A sign that the waiter runs (see kFairBeatNs).
-    void Beat() { m_node.Beat.store(NowNs(), std::memory_order_relaxed); }
+    void Beat() {
+        std::uint64_t const now = NowNs();
+        std::uint64_t const last = m_node.Beat.load(std::memory_order_relaxed);
+        m_node.BeatGap.store(last != 0 ? now - last : 0, std::memory_order_relaxed);
+        m_node.Beat.store(now, std::memory_order_relaxed);
+    }
     // Whether an unlock handed the lock over (acquire: what its holders
     // did is visible).
     bool Handed() const { return m_asked && m_node.Handed.load(std::memory_order_acquire); }
