@@ -155,6 +155,10 @@ TEST_CASE("Faults that are not a fiber overflow go to the previous handler", "[f
     REQUIRE_FALSE(result.StderrHas("stack overflow"));
 }
 
+// Not on Windows: there a fiber's stack is the system's, whose reserve is
+// larger than the size asked for, and compilers probe every page of a large
+// frame, so the frame below fits or meets the system's own guard.
+#if !defined(_WIN32)
 TEST_CASE("A frame that steps over a one-page guard is reported, not written into the stack below",
           "[faults]") {
     SECTION("The default guard, a 96 KiB frame on a 64 KiB stack") {
@@ -172,6 +176,7 @@ TEST_CASE("A frame that steps over a one-page guard is reported, not written int
         REQUIRE(result.StderrHas("its stack is 65536 bytes"));
     }
 }
+#endif
 
 TEST_CASE("The default stack guard covers 64 KiB", "[faults]") {
     REQUIRE(ftl::TaskSchedulerInitOptions{}.FiberStackGuardSize == 64u * 1024u);
