@@ -44,6 +44,9 @@ TEST_CASE("Each thread finds its own lock state", "[fibtex]") {
     std::vector<ftl::detail::LockThreadState *> found(kThreads, nullptr);
     std::vector<unsigned> wrong(kThreads, 0);
     std::vector<std::thread> threads;
+    // No thread ends before all have looked: a thread that ended may leave
+    // its thread-local storage to the next one (Windows does).
+    std::atomic<unsigned> looked{0};
     for (unsigned i = 0; i < kThreads; ++i) {
         threads.emplace_back([&, i] {
             found[i] = ftl::detail::CurrentLockThread();
@@ -54,6 +57,10 @@ TEST_CASE("Each thread finds its own lock state", "[fibtex]") {
                 wrong[i] += ftl::detail::CurrentTaskIdentity() == found[i] ? 0u : 1u;
             }
             wrong[i] += found[i] == OwnLockThread() ? 0u : 1u;
+            looked.fetch_add(1);
+            while (looked.load() < kThreads) {
+                std::this_thread::yield();
+            }
         });
     }
     for (std::thread &thread : threads) {
