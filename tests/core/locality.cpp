@@ -885,9 +885,12 @@ TEST_CASE("A thread outside the scheduler yields to the worker it wakes on its o
     // The worker on the adder's CPU takes every task, and (Linux 6.18: all
     // 20) runs it before the adder goes on. The yield is a hint: a kernel
     // may pick the adder again, e.g. one that keeps a worker's lag from
-    // before its sleep and so finds it not yet due, hence the margin.
+    // before its sleep and so finds it not yet due, hence the margin. Half
+    // the tasks are not pinned, and worker 0 may happen to be awake (a
+    // sanitizer's own thread, the tick) when one comes: a margin there too.
+    constexpr unsigned kAwakeElsewhere = 2;
     CHECK(on.NeverStarted == 0);
-    CHECK(on.OnWorker1 == kRounds);
+    CHECK(on.OnWorker1 + kAwakeElsewhere >= kRounds);
     CHECK(on.StartedBeforeReturn >= kRounds / 2);
     // Without the yield the same worker is woken, and (under SCHED_BATCH)
     // waits for the adder to block. (Should a kernel let a woken SCHED_BATCH
@@ -898,7 +901,7 @@ TEST_CASE("A thread outside the scheduler yields to the worker it wakes on its o
     OutsideAdds const kept = AddFromWorker1sCpu(off, kRounds);
     REQUIRE(kept.Measured);
     CHECK(kept.NeverStarted == 0);
-    CHECK(kept.OnWorker1 == kRounds);
+    CHECK(kept.OnWorker1 + kAwakeElsewhere >= kRounds);
     CHECK(kept.StartedBeforeReturn <= 2);
 }
 #endif
