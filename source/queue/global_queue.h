@@ -36,11 +36,18 @@ public:
     }
 
     bool Pop(TaskItem &out) {
+        return PopIf(out, [](TaskItem const &) { return true; });
+    }
+
+    // Pops the oldest item only when `take(item)` accepts it: the item the
+    // next Pop would return, for a caller that runs only some items itself.
+    template <class Take>
+    bool PopIf(TaskItem &out, Take &&take) {
         if (LooksEmpty()) {
             return false;
         }
         std::lock_guard<std::mutex> lock(m_mutex);
-        if (m_count == 0) {
+        if (m_count == 0 || !take(m_ring[m_head])) {
             return false;
         }
         out = m_ring[m_head];

@@ -18,14 +18,27 @@ void PutBack(TaskDeque &deque, InlineHand &hand) {
     hand.Count = hand.Next;
 }
 
-// Takes the next children of `counter` from the bottom of this worker's
-// highest-priority non-empty deque into `hand`: only what the worker's own
-// next pops would take, so a child never jumps ahead of a higher-priority
-// task; anything not the counter's goes back. False: none.
+// Takes the next children of `counter` into `hand`, in the order the
+// worker's own next takes would (TakeTask: per priority, pinned tasks, then
+// the deque), so a child never jumps ahead of anything: the counter's task
+// first in this worker's pinned tasks, alone, or else a batch from the bottom
+// of the deque, giving back anything not the counter's. False: none.
 __attribute__((noinline)) bool TakeChildren(Worker *worker, TaskCounter const *counter, InlineHand &hand) {
     hand.Next = 0;
     hand.Count = 0;
     for (unsigned queue = 0; queue < kNumPriorities; ++queue) {
+        GlobalQueue &pinned = worker->PinnedTasks(queue);
+        if (!pinned.LooksEmpty()) {
+            // Run at once (RunChildren checks nothing between a take and its
+            // first item), so it is never handed back to the deque, where a
+            // thief could take it off its thread.
+            hand.Queue = queue;
+            hand.Count = pinned.PopIf(hand.Items()[0],
+                                      [counter](TaskItem const &item) { return item.Counter == counter; })
+                             ? 1
+                             : 0;
+            return hand.Count != 0;
+        }
         TaskDeque &deque = worker->Tasks(queue);
         std::size_t const n = deque.PopBatch(hand.Items(), kInlineBatch);
         if (n == 0) {
@@ -73,13 +86,12 @@ Worker *RunChildren(Worker *worker, TaskCounter *counter, InlineHand &hand) {
         if (!hand.Holds()) {
             // Every child has run once the counter's value is only this
             // worker's unpublished finishes. (While the hand holds children,
-            // they have not run: looked at only between batches.) Pinned
-            // tasks are never run inline (they are not this wait's children):
-            // let the fiber park, so the loop gets to them. Looked at once per
-            // batch, so they wait at most kInlineBatch children.
+            // they have not run: looked at only between batches.) Another
+            // counter's pinned task ends the loop (TakeChildren): the fiber
+            // parks, so the worker's loop gets to it. Looked at once per
+            // batch, so it waits at most kInlineBatch children.
             if (CounterOps::Value(*counter) == worker->UnpublishedOf(counter) ||
-                worker->NextSource(false) != Source::Tasks || !worker->PinnedTasksLookEmpty() ||
-                !TakeChildren(worker, counter, hand)) {
+                worker->NextSource(false) != Source::Tasks || !TakeChildren(worker, counter, hand)) {
                 break;
             }
         } else if (worker->NextSource(true) != Source::Tasks || worker->HigherPriorityWaiting(hand.Queue)) {

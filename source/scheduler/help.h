@@ -11,8 +11,10 @@
 //   (the newest, cache-warm ones; thieves take the oldest), and only while
 //   the find-work order would take this worker's tasks next: never ahead of
 //   a higher-priority task, a ready fiber, or the global queue's turn;
-// - not while this worker has pinned tasks queued (they are never run
-//   inline: the fiber parks and the worker's loop gets to them);
+// - the counter's tasks pinned to this worker (AddPinnedTask) too, when one
+//   is the next pinned task here: it starts on its own thread, as it would
+//   from the loop, with no park and no fiber; another counter's pinned task
+//   ends the loop (the fiber parks and the worker's loop gets to it);
 // - up to kInlineBatch at a time with one fence (WorkDeque::PopBatch), at
 //   most half of the deque, so thieves still find the rest;
 // - children taken but not run go back to the deque before the fiber waits
