@@ -65,8 +65,10 @@ BaseCounter *NotNull(BaseCounter *counter) {
 // Waits until `counter` holds `target`, or until `deadline` (0: none).
 // `worker`: the calling thread's worker of this scheduler, or nullptr, which
 // blocks the thread. Returns whether the target was reached.
+// `treeWait`: a TaskCounter wait, most likely for tasks the waiting task
+// added (see FiberPressure).
 bool WaitForValue(detail::Scheduler *scheduler, detail::Worker *worker, BaseCounter *counter, unsigned target,
-                  bool pin, std::uint64_t deadline) {
+                  bool pin, std::uint64_t deadline, bool treeWait = false) {
     detail::CounterOps::CheckAlive(*NotNull(counter), "TaskScheduler::WaitForCounter");
     if (detail::CounterOps::Owner(*counter) != scheduler->Owner()) {
         // Its waiters would be readied into the other scheduler's queues.
@@ -92,7 +94,12 @@ bool WaitForValue(detail::Scheduler *scheduler, detail::Worker *worker, BaseCoun
     if (worker == nullptr) {
         return detail::WaitOnThread(node, &detail::CounterOps::Register, counter);
     }
+    detail::ParkedWaits *noted =
+        treeWait ? worker->Pressure().NoteWait(worker->CurrentFiber(), &node, worker->TaskDepth()) : nullptr;
     detail::Park(worker, node, pin, &detail::CounterOps::Register, counter);
+    if (noted != nullptr) {
+        noted->Ended();
+    }
     return !node.TimedOut;
 }
 
@@ -180,7 +187,7 @@ void TaskScheduler::WaitForCounter(TaskCounter *counter, bool pinToCurrentThread
         (!pinToCurrentThread || worker->CurrentFiber()->IsThreadFiber)) {
         worker = detail::HelpWhileWaiting(worker, counter);
     }
-    WaitForValue(scheduler, worker, counter, 0, pinToCurrentThread, 0);
+    WaitForValue(scheduler, worker, counter, 0, pinToCurrentThread, 0, true);
     RethrowKept(*counter);
 }
 

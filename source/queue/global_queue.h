@@ -57,6 +57,30 @@ public:
         return true;
     }
 
+    // Pops the oldest item `take` accepts, keeping the others in order (a
+    // scan under the lock: for the rare caller that must pass some by).
+    template <class Take>
+    bool PopFirstIf(TaskItem &out, Take &&take) {
+        if (LooksEmpty()) {
+            return false;
+        }
+        std::lock_guard<std::mutex> lock(m_mutex);
+        std::size_t const mask = m_ring.size() - 1;
+        for (std::size_t i = 0; i < m_count; ++i) {
+            if (take(m_ring[(m_head + i) & mask])) {
+                out = m_ring[(m_head + i) & mask];
+                for (std::size_t j = i; j > 0; --j) {
+                    m_ring[(m_head + j) & mask] = m_ring[(m_head + j - 1) & mask];
+                }
+                m_head = (m_head + 1) & mask;
+                --m_count;
+                m_size.fetch_sub(1, std::memory_order_relaxed);
+                return true;
+            }
+        }
+        return false;
+    }
+
     bool LooksEmpty() const { return m_size.load(std::memory_order_acquire) == 0; }
 
 private:

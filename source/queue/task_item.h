@@ -23,10 +23,13 @@ struct TaskItem {
     TaskFunction Function = nullptr;
     void *Arg = nullptr;
     TaskCounter *Counter = nullptr;
-    // 0: a lineage task (or a ready fiber). A closure: kClosure | its index.
+    // kClosure for a closure, its index in the low 32 bits, and for every
+    // task its depth (Depth) in bits 32-47; 0 for a ready fiber.
     std::uint64_t Extra = 0;
 
     static constexpr std::uint64_t kClosure = std::uint64_t(1) << 63;
+    static constexpr unsigned kDepthShift = 32;
+    static constexpr unsigned kMaxDepth = 0xffff;
 
     static TaskItem ReadyFiber(Fiber *fiber) { return TaskItem{nullptr, fiber, nullptr, 0}; }
     static TaskItem Closure(ClosureInvoker invoker, void *arg, TaskCounter *counter, unsigned index) {
@@ -37,7 +40,15 @@ struct TaskItem {
                         kClosure | index};
     }
     bool IsReadyFiber() const { return Function == nullptr; }
-    bool IsClosure() const { return Extra != 0; }
+    bool IsClosure() const { return (Extra & kClosure) != 0; }
+    // How deep in the tree of tasks adding tasks this one is (FiberPressure):
+    // 0 for a task an outside thread added, else its adder's depth + 1
+    // (kMaxDepth at most).
+    unsigned Depth() const { return static_cast<unsigned>(Extra >> kDepthShift) & kMaxDepth; }
+    // The bits of Extra that say `depth`, for a task made without them.
+    static std::uint64_t DepthBits(unsigned depth) {
+        return std::uint64_t{depth < kMaxDepth ? depth : kMaxDepth} << kDepthShift;
+    }
     Fiber *AsFiber() const { return static_cast<Fiber *>(Arg); }
     ClosureInvoker Invoker() const {
         return reinterpret_cast<ClosureInvoker>(reinterpret_cast<void (*)()>(Function));

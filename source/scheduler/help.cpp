@@ -23,7 +23,9 @@ void PutBack(TaskDeque &deque, InlineHand &hand) {
 // the deque), so a child never jumps ahead of anything: the counter's task
 // first in this worker's pinned tasks, alone, or else a batch from the bottom
 // of the deque, giving back anything not the counter's. False: none.
-__attribute__((noinline)) bool TakeChildren(Worker *worker, TaskCounter const *counter, InlineHand &hand) {
+// `toTheEnd`: under fiber pressure, another counter's pinned task waits.
+__attribute__((noinline)) bool TakeChildren(Worker *worker, TaskCounter const *counter, InlineHand &hand,
+                                            bool toTheEnd) {
     hand.Next = 0;
     hand.Count = 0;
     for (unsigned queue = 0; queue < kNumPriorities; ++queue) {
@@ -33,11 +35,14 @@ __attribute__((noinline)) bool TakeChildren(Worker *worker, TaskCounter const *c
             // first item), so it is never handed back to the deque, where a
             // thief could take it off its thread.
             hand.Queue = queue;
-            hand.Count = pinned.PopIf(hand.Items()[0],
-                                      [counter](TaskItem const &item) { return item.Counter == counter; })
-                             ? 1
-                             : 0;
-            return hand.Count != 0;
+            if (pinned.PopIf(hand.Items()[0],
+                             [counter](TaskItem const &item) { return item.Counter == counter; })) {
+                hand.Count = 1;
+                return true;
+            }
+            if (!toTheEnd) {
+                return false; // the loop takes it next
+            }
         }
         TaskDeque &deque = worker->Tasks(queue);
         std::size_t const n = deque.PopBatch(hand.Items(), kInlineBatch);
@@ -79,8 +84,12 @@ void ReturnHands(Worker *worker, InlineHand *hand) {
 
 namespace {
 
-// The loop of HelpWhileWaiting, for observed tasks or not (decided once).
-template <bool kObserved>
+// The loop of HelpWhileWaiting, for observed tasks or not, and to the end
+// or not (decided once). To the end, under fiber pressure (see
+// FiberPressure): a fiber parked with children left to run would only add
+// to it, so neither the find-work order nor another counter's pinned task
+// ends the loop; a task of higher priority still does.
+template <bool kObserved, bool kToTheEnd>
 Worker *RunChildren(Worker *worker, TaskCounter *counter, InlineHand &hand) {
     for (;;) {
         if (!hand.Holds()) {
@@ -91,10 +100,12 @@ Worker *RunChildren(Worker *worker, TaskCounter *counter, InlineHand &hand) {
             // parks, so the worker's loop gets to it. Looked at once per
             // batch, so it waits at most kInlineBatch children.
             if (CounterOps::Value(*counter) == worker->UnpublishedOf(counter) ||
-                worker->NextSource(false) != Source::Tasks || !TakeChildren(worker, counter, hand)) {
+                (!kToTheEnd && worker->NextSource(false) != Source::Tasks) ||
+                !TakeChildren(worker, counter, hand, kToTheEnd)) {
                 break;
             }
-        } else if (worker->NextSource(true) != Source::Tasks || worker->HigherPriorityWaiting(hand.Queue)) {
+        } else if ((!kToTheEnd && worker->NextSource(true) != Source::Tasks) ||
+                   worker->HigherPriorityWaiting(hand.Queue)) {
             break;
         }
         // Run in place: nothing writes the slot before the next batch.
@@ -122,8 +133,17 @@ Worker *HelpWhileWaiting(Worker *worker, TaskCounter *counter) {
     LockThreadState *lockThread = worker->LockThread();
     std::uintptr_t const held = lockThread->Held;
     lockThread->Held = 0;
-    worker = worker->Observed() ? RunChildren<true>(worker, counter, hand)
-                                : RunChildren<false>(worker, counter, hand);
+    // The children's depth, set once for all of them (see Worker::TaskDepth).
+    unsigned const depth = worker->TaskDepth();
+    worker->SetTaskDepth(depth + 1);
+    if (__builtin_expect(worker->UnderPressure(), false)) {
+        worker = worker->Observed() ? RunChildren<true, true>(worker, counter, hand)
+                                    : RunChildren<false, true>(worker, counter, hand);
+    } else {
+        worker = worker->Observed() ? RunChildren<true, false>(worker, counter, hand)
+                                    : RunChildren<false, false>(worker, counter, hand);
+    }
+    worker->SetTaskDepth(depth);
     if (hand.Holds()) {
         PutBack(worker->Tasks(hand.Queue), hand);
     }

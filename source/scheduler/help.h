@@ -15,6 +15,9 @@
 //   is the next pinned task here: it starts on its own thread, as it would
 //   from the loop, with no park and no fiber; another counter's pinned task
 //   ends the loop (the fiber parks and the worker's loop gets to it);
+// - under fiber pressure (scheduler/pressure.h) neither that nor the order
+//   ends the loop, only a task of higher priority: the children run to the
+//   end;
 // - up to kInlineBatch at a time with one fence (WorkDeque::PopBatch), at
 //   most half of the deque, so thieves still find the rest;
 // - children taken but not run go back to the deque before the fiber waits

@@ -83,6 +83,12 @@ struct Mechanisms {
     // (off: a thread that stays busy sometimes holds the work back until
     // its time slice ends).
     bool YieldToWokenWorker = true;
+    // A worker with more TaskCounter waits parked than its share of the
+    // pool starts only tasks deeper than its latest, runs its inline loops
+    // to the end, and steals no task, for as long as its patience (off: it
+    // starts whatever comes next, and parked fibers can pile up without
+    // bound when children are pinned across workers). See FiberPressure.
+    bool DeepFirstUnderPressure = true;
 };
 
 // Every switch, by name, for the benchmark's columns and the tests' loops.
@@ -106,6 +112,7 @@ constexpr MechanismSwitch kMechanismSwitches[] = {
     {"LockPatience", &Mechanisms::LockPatience},
     {"LockHandOff", &Mechanisms::LockHandOff},
     {"YieldToWokenWorker", &Mechanisms::YieldToWokenWorker},
+    {"DeepFirstUnderPressure", &Mechanisms::DeepFirstUnderPressure},
 };
 constexpr unsigned kNumMechanismSwitches = sizeof(kMechanismSwitches) / sizeof(kMechanismSwitches[0]);
 // Mechanisms is a plain set of bools: a switch added there and not here

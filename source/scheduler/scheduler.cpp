@@ -34,6 +34,10 @@ static_assert(std::uint64_t{TaskSchedulerInitOptions().MaxIdleSpinMicros} * 1000
 
 namespace {
 
+// The least share of parked waits a worker has before it is under pressure
+// (a small pool over many workers would otherwise put it there at once).
+constexpr unsigned kMinPressureShare = 8;
+
 bool ValidBehavior(EmptyQueueBehavior behavior) {
     return behavior == EmptyQueueBehavior::Spin || behavior == EmptyQueueBehavior::Yield ||
            behavior == EmptyQueueBehavior::Sleep;
@@ -114,6 +118,12 @@ InitError Scheduler::Start() {
         // An unpinned worker 0 is on no CPU in particular (WorkerOnCallersCpu).
         int const cpu = i == 0 && !PinsCallingThread() ? -1 : cpus[i % cpus.size()];
         m_workers[i].Init(this, m_global, i, cpu, m_mechanisms);
+        // Each worker's share of the pool's first fibers, half of it for the
+        // waits it parks (the rest: running fibers, other waits, slack).
+        m_workers[i].Pressure().Init(m_workers[i].PressureList(),
+                                     std::max(kMinPressureShare, options.FiberPoolSize / (2 * m_numWorkers)),
+                                     std::uint64_t{options.MaxIdleSpinMicros} * 1000,
+                                     m_mechanisms.DeepFirstUnderPressure);
     }
     StartTrace();
     m_idle.Init(m_numWorkers, m_mechanisms.SearcherLimit, m_mechanisms.SpinBeforePark,
@@ -405,6 +415,13 @@ void Scheduler::PushItems(Worker *worker, unsigned count, Make &make, TaskPriori
         counter->Add(count);
     }
     unsigned const queue = priority == TaskPriority::High ? 0 : 1;
+    // One deeper than the adding task (an outside thread's tasks: 0).
+    std::uint64_t const depthBits = worker != nullptr ? TaskItem::DepthBits(worker->TaskDepth() + 1) : 0;
+    auto deeper = [&make, depthBits](std::size_t i) {
+        TaskItem item = make(i);
+        item.Extra |= depthBits;
+        return item;
+    };
     // Counted as added before they can run (see Quiescent).
     if (worker != nullptr) {
         worker->CountAdded(count);
@@ -417,15 +434,15 @@ void Scheduler::PushItems(Worker *worker, unsigned count, Make &make, TaskPriori
         if (threadIndex < m_numWorkers) {
             // Only that worker takes them: wake it if it is parked.
             Worker &target = m_workers[threadIndex];
-            target.PinnedTasks(queue).PushBatch(count, make);
+            target.PinnedTasks(queue).PushBatch(count, deeper);
             if (&target != worker) {
                 NotifyWorker(threadIndex, worker == nullptr ? Waker::Outside : Waker::Worker);
             }
         } else if (worker != nullptr) {
-            worker->Tasks(queue).PushBatch(count, make);
+            worker->Tasks(queue).PushBatch(count, deeper);
             NotifyWork(Waker::Worker);
         } else {
-            m_global[queue].PushBatch(count, make);
+            m_global[queue].PushBatch(count, deeper);
             NotifyWork(Waker::Outside);
         }
 #if defined(__cpp_exceptions)

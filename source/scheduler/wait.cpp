@@ -47,7 +47,9 @@ Worker *Park(Worker *worker, WaitNode &node, bool pin, RegisterWaiter registerWa
     // For GetWaitingFibers: the node's fields above are set (release).
     self->ParkedOn.store(&node, std::memory_order_release);
     SwitchRecord record{self, next, worker, AfterSwitch::Park, registerWaiter, waitable, &node};
+    unsigned const depth = worker->TaskDepth();
     worker = worker->SwitchTo(record);
+    worker->SetTaskDepth(depth);
     self->ParkedOn.store(nullptr, std::memory_order_relaxed);
     // The clear before every later store of this fiber (to the node, to the
     // task and the inline hand on its stack, to a next wait's node): arm64

@@ -202,6 +202,12 @@ void Worker::Loop(Fiber *self) {
             worker->m_scheduler->Idle().FoundWork(worker->m_index, hooks);
             worker = worker->RunItem(self, item);
             worker->CountItem();
+        } else if (worker->m_passedWork) {
+            // Under pressure, only shallower tasks: look again, until the
+            // deeper work comes, a wait ends, or the patience runs out.
+            worker->m_pressure.Passed(NowNs());
+            worker->PublishFinished();
+            CpuRelax();
         } else if (!worker->PublishFinished()) { // publishing may ready a fiber: if so, look again
             worker->EndTick();
             worker = worker->Idle(self);
@@ -211,6 +217,9 @@ void Worker::Loop(Fiber *self) {
 
 Worker *Worker::RunItem(Fiber *self, TaskItem const &item) {
     if (!item.IsReadyFiber()) {
+        // No need to restore it after: the loop adds no task, and a fiber
+        // that resumes sets its own (Park).
+        m_taskDepth = item.Depth();
         return RunTask(item);
     }
     // A ready fiber: run it in our place; this fiber goes back to the pool
@@ -365,6 +374,8 @@ void Worker::TraceSteal(unsigned victim) {
 
 bool Worker::FindWork(TaskItem &item) {
     JudgeNextWake();
+    m_pressure.Floor(m_avgTaskNs);
+    m_passedWork = false;
     bool const globalTurn = m_globalCountdown == 0;
     if (globalTurn) {
         // The global queue's turn comes about every millisecond of work:
@@ -374,6 +385,9 @@ bool Worker::FindWork(TaskItem &item) {
     bool const found = WalkOrder([&](Source source) { return Take(source, item); });
     if (globalTurn) {
         m_globalCountdown = m_globalInterval; // the turn was taken, work or not
+    }
+    if (found) {
+        m_pressure.Took();
     }
     // The order took something else first (a tick's first task, the global
     // queue's turn): the slot's fiber must not wait hidden behind it.
@@ -449,6 +463,9 @@ bool Worker::TakeReadyFiber(Fiber *&fiber) {
 }
 
 bool Worker::TakeTask(TaskItem &item) {
+    if (unsigned const floor = m_pressure.CurrentFloor(); __builtin_expect(floor != 0, false)) {
+        return TakeDeepTask(item, floor);
+    }
     // Per priority, pinned tasks first: no other worker can take them off
     // this one.
     for (unsigned queue = 0; queue < kNumPriorities; ++queue) {
@@ -460,10 +477,47 @@ bool Worker::TakeTask(TaskItem &item) {
 }
 
 bool Worker::TakeGlobal(TaskItem &item) {
+    if (unsigned const floor = m_pressure.CurrentFloor(); __builtin_expect(floor != 0, false)) {
+        return TakeDeepGlobal(item, floor);
+    }
     for (unsigned queue = 0; queue < kNumPriorities; ++queue) {
         if (m_global[queue].Pop(item)) {
             return true;
         }
+    }
+    return false;
+}
+
+bool Worker::TakeDeepTask(TaskItem &item, unsigned floor) {
+    auto const deep = [floor](TaskItem const &task) { return task.Depth() >= floor; };
+    for (unsigned queue = 0; queue < kNumPriorities; ++queue) {
+        // Pinned tasks come in from every worker: a shallow one at the head
+        // must not hold back a deep one behind it.
+        if (m_pinnedTasks[queue].PopFirstIf(item, deep)) {
+            return true;
+        }
+        m_passedWork |= !m_pinnedTasks[queue].LooksEmpty();
+        if (m_tasks[queue].Pop(item)) {
+            if (deep(item)) {
+                return true;
+            }
+            m_tasks[queue].Push(item); // back where it was; thieves may take it
+            m_passedWork = true;
+        }
+    }
+    return false;
+}
+
+bool Worker::TakeDeepGlobal(TaskItem &item, unsigned floor) {
+    // A fiber readied from outside always comes: it lets a wait end.
+    auto const allowed = [floor](TaskItem const &task) {
+        return task.IsReadyFiber() || task.Depth() >= floor;
+    };
+    for (unsigned queue = 0; queue < kNumPriorities; ++queue) {
+        if (m_global[queue].PopFirstIf(item, allowed)) {
+            return true;
+        }
+        m_passedWork |= !m_global[queue].LooksEmpty();
     }
     return false;
 }
@@ -594,7 +648,9 @@ bool Worker::Steal(TaskItem &item) {
     // and the lock's waiter, between its rare looks, sees this and takes it
     // (fibtex.cpp, kWatchLevel).
     CountSearch();
-    bool const tasks = MayStealTasks(); // always, with the backoff off
+    // Always, with the backoff off; under pressure, ready fibers only (a
+    // stolen task starts another tree: FiberPressure).
+    bool const tasks = MayStealTasks() && m_pressure.CurrentFloor() == 0;
     unsigned const start = NextRandom() % n;
     for (unsigned i = 0; i < n; ++i) {
         unsigned const victimIndex = (start + i) % n;

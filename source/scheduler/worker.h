@@ -22,6 +22,7 @@
 #include "queue/task_item.h"
 #include "queue/work_deque.h"
 #include "scheduler/mechanisms.h"
+#include "scheduler/pressure.h"
 #include "trace/trace.h"
 
 #include <atomic>
@@ -151,6 +152,19 @@ public:
     // Whether a task of higher priority than `queue` waits in this worker's deques.
     bool HigherPriorityWaiting(unsigned queue) const;
 
+    // --- Fiber pressure (scheduler/pressure.h) ---
+    // The depth (TaskItem::Depth) of the task running now (0 outside any):
+    // set when the loop starts a task, by an inline loop for the children
+    // it runs (its own depth + 1, whoever added them), and by a fiber that
+    // resumes from a wait.
+    unsigned TaskDepth() const { return m_taskDepth; }
+    void SetTaskDepth(unsigned depth) { m_taskDepth = depth; }
+    FiberPressure &Pressure() { return m_pressure; }
+    ParkedWaits *PressureList() { return &m_parkedWaits; }
+    // Whether the current search for work is under pressure: inline loops
+    // then run their children to the end.
+    bool UnderPressure() const { return m_pressure.CurrentFloor() != 0; }
+
     // --- The tick ---
     // Every item run (task, inline child, resumed fiber) counts.
     void CountItem();
@@ -266,6 +280,10 @@ private:
     bool TakeTask(TaskItem &item);
     bool TakeGlobal(TaskItem &item);
     bool Steal(TaskItem &item);
+    // Under pressure: takes only what FiberPressure allows; false, and the
+    // patience noted, when only shallower tasks are queued here.
+    bool TakeDeepTask(TaskItem &item, unsigned floor);
+    bool TakeDeepGlobal(TaskItem &item, unsigned floor);
     // After a task steal from `deque` (priority `queue`), which held about
     // `size` tasks: takes more of them into this worker's own deque.
     unsigned StealMore(TaskDeque &deque, unsigned queue, std::int64_t size);
@@ -369,6 +387,11 @@ private:
     unsigned m_seenNextVictim = 0;
     std::uintptr_t m_seenNext = 0;
     bool m_observe = false; // m_trace, or a task or wait callback
+    // Whether the last search found nothing it could take under pressure
+    // while shallower work was queued (then the loop looks again).
+    bool m_passedWork = false;
+    unsigned m_taskDepth = 0; // TaskDepth
+    FiberPressure m_pressure;
     // Finished tasks not yet published: the tasks of one counter that finish
     // one after another on this worker lower it with a single atomic
     // operation (TaskEnded / PublishFinished).
@@ -414,7 +437,7 @@ private:
     // going idle too). The waiter on a hot Fibtex watches it
     // (Scheduler::Searches): the holder's worker may have left the lock. The
     // owner writes it only then, and it has a 128-byte block of its own (the
-    // last member: the rest of the block is padding), so the watching costs
+    // rest of it is padding; the next member starts a block), so the watching costs
     // a worker that runs its own tasks nothing. A read of a line also brings
     // its pair into the reader's cache (the adjacent-line prefetchers of x86
     // cores): with the count on a plain line beside a hot one of the
@@ -422,6 +445,10 @@ private:
     // holder's sections 1.2-1.7 times slower (W5 at 2 workers, AMD EPYC;
     // docs/design.adoc, Fibtex).
     alignas(kPrefetchPairBytes) std::atomic<std::uint32_t> m_searches{0};
+    // After the rest, off m_searches's block: the waits FiberPressure noted,
+    // which a search reads only under pressure, and their count of ended
+    // ones, which other workers write.
+    alignas(kPrefetchPairBytes) ParkedWaits m_parkedWaits;
 };
 
 static_assert(alignof(Worker) == kPrefetchPairBytes, "per-worker data must start a prefetch pair");

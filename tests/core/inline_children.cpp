@@ -213,9 +213,11 @@ TEST_CASE("A pinned child runs inline only after the pinned tasks queued before 
     auto parent = [&](ftl::TaskScheduler *t) {
         // Another counter's pinned task first: the wait must not run its own
         // child ahead of it.
-        t->AddPinnedTask(0, [&] { record(1); }, ftl::TaskPriority::Normal, &other);
+        t->AddPinnedTask(
+            0, [&] { record(1); }, ftl::TaskPriority::Normal, &other);
         ftl::TaskCounter children(t);
-        t->AddPinnedTask(0, [&] { record(2); }, ftl::TaskPriority::Normal, &children);
+        t->AddPinnedTask(
+            0, [&] { record(2); }, ftl::TaskPriority::Normal, &children);
         t->WaitForCounter(&children);
         record(3);
     };
