@@ -40,8 +40,8 @@ __attribute__((noinline)) bool TakeChildren(Worker *worker, TaskCounter const *c
                 hand.Count = 1;
                 return true;
             }
-            if (!toTheEnd) {
-                return false; // the loop takes it next
+            if (!toTheEnd || queue == 0) {
+                return false; // the loop takes it next (under pressure, if High)
             }
         }
         TaskDeque &deque = worker->Tasks(queue);

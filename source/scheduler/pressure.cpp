@@ -2,6 +2,7 @@
 
 #include "fiber/fiber.h"
 #include "platform/platform.h"
+#include "queue/task_item.h"
 
 #include <algorithm>
 
@@ -88,7 +89,8 @@ unsigned FiberPressure::FloorSlow(std::uint64_t avgTaskNs) {
             return 0; // this search takes what comes next
         }
     }
-    return list.m_waits[list.m_count - 1].Depth + 1;
+    // (At most the deepest a task can be: a floor above it would pass by all.)
+    return std::min(list.m_waits[list.m_count - 1].Depth + 1, TaskItem::kMaxDepth);
 }
 
 } // namespace detail

@@ -205,7 +205,6 @@ void Worker::Loop(Fiber *self) {
         } else if (worker->m_passedWork) {
             // Under pressure, only shallower tasks: look again, until the
             // deeper work comes, a wait ends, or the patience runs out.
-            worker->m_pressure.Passed(NowNs());
             worker->PublishFinished();
             CpuRelax();
         } else if (!worker->PublishFinished()) { // publishing may ready a fiber: if so, look again
@@ -386,7 +385,11 @@ bool Worker::FindWork(TaskItem &item) {
     if (globalTurn) {
         m_globalCountdown = m_globalInterval; // the turn was taken, work or not
     }
-    if (found) {
+    if (__builtin_expect(m_passedWork, false)) {
+        // The patience runs on whatever else this search took (a fiber that
+        // yields, looking for what the passed work would do, must not reset it).
+        m_pressure.Passed(NowNs());
+    } else if (found) {
         m_pressure.Took();
     }
     // The order took something else first (a tick's first task, the global
@@ -649,8 +652,10 @@ bool Worker::Steal(TaskItem &item) {
     // (fibtex.cpp, kWatchLevel).
     CountSearch();
     // Always, with the backoff off; under pressure, ready fibers only (a
-    // stolen task starts another tree: FiberPressure).
-    bool const tasks = MayStealTasks() && m_pressure.CurrentFloor() == 0;
+    // stolen task starts another tree: FiberPressure), and a victim's tasks
+    // count as work passed by, for the patience.
+    bool const pressed = m_pressure.CurrentFloor() != 0;
+    bool const tasks = MayStealTasks() && !pressed;
     unsigned const start = NextRandom() % n;
     for (unsigned i = 0; i < n; ++i) {
         unsigned const victimIndex = (start + i) % n;
@@ -668,6 +673,7 @@ bool Worker::Steal(TaskItem &item) {
             return true;
         }
         if (!tasks) {
+            m_passedWork |= pressed && !(victim.m_tasks[0].LooksEmpty() && victim.m_tasks[1].LooksEmpty());
             continue;
         }
         for (unsigned queue = 0; queue < kNumPriorities; ++queue) {

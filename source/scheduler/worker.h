@@ -149,7 +149,8 @@ public:
     // worker may take it, and wakes one for it (a relaxed load when empty).
     void PublishNext();
     bool NextLooksEmpty() const { return m_next.load(std::memory_order_relaxed) == 0; }
-    // Whether a task of higher priority than `queue` waits in this worker's deques.
+    // Whether a task of higher priority than `queue` waits in this worker's
+    // deques or pinned tasks.
     bool HigherPriorityWaiting(unsigned queue) const;
 
     // --- Fiber pressure (scheduler/pressure.h) ---
@@ -568,7 +569,7 @@ inline bool Worker::Visible(Source source, bool heldTasks) const {
 
 inline bool Worker::HigherPriorityWaiting(unsigned queue) const {
     static_assert(kNumPriorities == 2, "only Normal has a higher priority to look at");
-    return queue != 0 && !m_tasks[0].LooksEmpty();
+    return queue != 0 && (!m_tasks[0].LooksEmpty() || !m_pinnedTasks[0].LooksEmpty());
 }
 
 inline void Worker::CountItem() {

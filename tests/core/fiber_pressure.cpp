@@ -129,12 +129,15 @@ TEST_CASE("A tree with children pinned across workers runs in a fixed pool of th
 
 TEST_CASE("Under pressure a wait on a shallower task still ends", "[pressure]") {
     // Many tasks each park in a TaskCounter wait for a child that waits on a
-    // flag (no inline runs, so that each parent's wait parks). The task that
-    // clears the flag was added by the Init thread before them, so it is as
-    // shallow as the parents and runs last: once more parents are parked
-    // than the worker's share, the worker passes such tasks by until its
-    // patience runs out, then runs them, one a time.
+    // flag, parked or calling Yield until it is clear (no inline runs, so
+    // that each parent's wait parks). The task that clears the flag was
+    // added by the Init thread before them, so it is as shallow as the
+    // parents and runs last: once more parents are parked than the worker's
+    // share, the worker passes such tasks by until its patience runs out,
+    // then runs them, one a time. A fiber that yields meanwhile must not
+    // restart the patience.
     unsigned const threads = GENERATE(1u, 2u);
+    bool const yields = GENERATE(false, true);
     ftl::detail::Mechanisms mechanisms;
     mechanisms.InlineChildren = false;
     ftl::TaskScheduler ts;
@@ -146,7 +149,13 @@ TEST_CASE("Under pressure a wait on a shallower task still ends", "[pressure]") 
         ftl::AtomicFlag flag(&ts, 1);
         std::atomic<unsigned> children{0};
         auto child = [&](ftl::TaskScheduler *t) {
-            t->WaitForCounter(&flag);
+            if (yields) {
+                while (flag.IsSet()) {
+                    t->Yield();
+                }
+            } else {
+                t->WaitForCounter(&flag);
+            }
             children.fetch_add(1);
         };
         auto parent = [&](ftl::TaskScheduler *t) {
