@@ -216,6 +216,9 @@ public:
                 unsigned spinIterations = 1000)
         : m_mutex(mutex), m_behavior(behavior), m_pinToThread(pinToThread), m_spinIterations(spinIterations) {
     }
+    // Today's lineage form: lock() is Fibtex::lock(pinToCurrentThread).
+    explicit LockWrapper(Fibtex &mutex, bool pinToCurrentThread = false)
+        : LockWrapper(mutex, FibtexLockBehavior::Traditional, pinToCurrentThread) {}
 
     void lock() {
         switch (m_behavior) {

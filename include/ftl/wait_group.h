@@ -34,6 +34,9 @@ public:
     }
     void Done() { Add(-1); }
     void Wait(bool pinToCurrentThread = false) { m_taskScheduler->WaitForCounter(this, pinToCurrentThread); }
+
+    // Not the group's API: Add(-1) and Done() lower it.
+    void Decrement() = delete;
 };
 
 } // namespace ftl

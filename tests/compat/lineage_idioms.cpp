@@ -3,8 +3,8 @@
 // test comes before any other include, so only ftl's own headers can make it
 // compile: std::lock_guard after ftl/fibtex.h alone, the Helgrind macros
 // after ftl/task_scheduler.h alone, TaskPriority::Low, a wait's pin flag
-// passed as 0, and ThreadLocal::GetAllValues / GetAllValuesByRef returning one
-// value per thread.
+// passed as 0, LockWrapper in both eras' forms, and ThreadLocal::GetAllValues
+// / GetAllValuesByRef returning one value per thread.
 #include "ftl/fibtex.h"
 #include "ftl/task_counter.h"
 #include "ftl/task_scheduler.h"
@@ -32,6 +32,14 @@ void SpinLockGuardTask(ftl::TaskScheduler *, void *arg) {
     data->Order.push_back(data->Counter++);
 }
 
+// Today's form: the Fibtex and the pin flag only.
+void WrapperLockGuardTask(ftl::TaskScheduler *, void *arg) {
+    auto *data = static_cast<Guarded *>(arg);
+    ftl::LockWrapper wrapper(data->Lock, false);
+    std::lock_guard<ftl::LockWrapper> guard(wrapper);
+    data->Order.push_back(data->Counter++);
+}
+
 // Adds `rounds` rounds of two tasks of each kind, waiting for each round with
 // the lineage's two-argument call.
 void LockRounds(ftl::TaskScheduler *taskScheduler, Guarded *data, unsigned rounds) {
@@ -42,6 +50,8 @@ void LockRounds(ftl::TaskScheduler *taskScheduler, Guarded *data, unsigned round
         taskScheduler->AddTask(ftl::Task{LockGuardTask, data}, ftl::TaskPriority::Low, &counter);
         taskScheduler->AddTask(ftl::Task{SpinLockGuardTask, data}, ftl::TaskPriority::Low, &counter);
         taskScheduler->AddTask(ftl::Task{SpinLockGuardTask, data}, ftl::TaskPriority::High, &counter);
+        taskScheduler->AddTask(ftl::Task{WrapperLockGuardTask, data}, ftl::TaskPriority::Normal, &counter);
+        taskScheduler->AddTask(ftl::Task{WrapperLockGuardTask, data}, ftl::TaskPriority::High, &counter);
         taskScheduler->WaitForCounter(&counter, 0);
     }
     FTL_VALGRIND_HG_ENABLE_CHECKING(&data->Counter, sizeof(data->Counter));
@@ -58,7 +68,8 @@ void Touch(ftl::TaskScheduler *, void *arg) {
 #include <functional>
 #include <numeric>
 
-TEST_CASE("Lineage code: Fibtex under std::lock_guard, TaskPriority::Low, Helgrind macros", "[compat]") {
+TEST_CASE("Lineage code: Fibtex under std::lock_guard, LockWrapper, TaskPriority::Low, Helgrind macros",
+          "[compat]") {
     ftl::TaskScheduler taskScheduler;
     ftl::TaskSchedulerInitOptions options;
     options.Behavior = ftl::EmptyQueueBehavior::Yield;
@@ -70,8 +81,8 @@ TEST_CASE("Lineage code: Fibtex under std::lock_guard, TaskPriority::Low, Helgri
 
     // Every increment happened under the lock: the recorded values are
     // 0, 1, 2, ... with none lost or repeated.
-    REQUIRE(data.Counter == 4 * kRounds);
-    REQUIRE(data.Order.size() == 4 * kRounds);
+    REQUIRE(data.Counter == 6 * kRounds);
+    REQUIRE(data.Order.size() == 6 * kRounds);
     for (unsigned i = 0; i < data.Order.size(); ++i) {
         REQUIRE(data.Order[i] == i);
     }

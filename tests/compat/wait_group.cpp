@@ -10,10 +10,21 @@
 #include <atomic>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 using ftl_test::Options;
 
 namespace {
+
+// Whether g.Decrement() compiles: it must not, a group is lowered by Add and
+// Done only.
+template <class T, class = void>
+struct HasDecrement : std::false_type {};
+template <class T>
+struct HasDecrement<T, std::void_t<decltype(std::declval<T &>().Decrement())>> : std::true_type {};
+static_assert(!HasDecrement<ftl::WaitGroup>::value, "WaitGroup exposes the lineage's Add, Done and Wait");
+static_assert(HasDecrement<ftl::TaskCounter>::value, "the check above can see a Decrement");
 
 void AddOne(ftl::TaskScheduler *, void *arg) {
     static_cast<std::atomic<unsigned> *>(arg)->fetch_add(1);
