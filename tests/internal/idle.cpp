@@ -156,15 +156,51 @@ private:
 };
 
 // Waits for `flag` to reach `value`, spinning a little between yields.
-void AwaitAtLeast(std::atomic<unsigned> const &flag, unsigned value) {
-    for (unsigned spins = 1; flag.load(std::memory_order_acquire) < value; ++spins) {
-        if (spins % 64 == 0) {
-            std::this_thread::yield();
-        } else {
-            ftl::detail::CpuRelax();
+// A count that racers wait for, round after round: spun on first (a round
+// is short), with a yield now and then, then slept on, so that the rounds still end quickly when other
+// jobs take the cores (three threads spinning on two busy cores otherwise
+// wait out each other's time slices: 25 times slower beside one busy loop).
+class RoundGate {
+public:
+    void Store(std::uint32_t value) {
+        m_value.store(value, std::memory_order_seq_cst);
+        WakeSleepers();
+    }
+    void Add(std::uint32_t value) {
+        m_value.fetch_add(value, std::memory_order_seq_cst);
+        WakeSleepers();
+    }
+    void AwaitAtLeast(std::uint32_t value) {
+        constexpr unsigned kSpins = 1024;
+        for (unsigned spins = 1; m_value.load(std::memory_order_acquire) < value; ++spins) {
+            if (spins < kSpins) {
+                if (spins % 64 == 0) {
+                    std::this_thread::yield(); // three threads, two cores
+                } else {
+                    ftl::detail::CpuRelax();
+                }
+                continue;
+            }
+            // Counted before the look (both seq_cst), so that a store after
+            // the look sees the sleeper and wakes it.
+            m_sleepers.fetch_add(1, std::memory_order_seq_cst);
+            std::uint32_t const seen = m_value.load(std::memory_order_seq_cst);
+            if (seen < value) {
+                ftl::detail::FutexWait(&m_value, seen);
+            }
+            m_sleepers.fetch_sub(1, std::memory_order_relaxed);
         }
     }
-}
+
+private:
+    void WakeSleepers() {
+        if (m_sleepers.load(std::memory_order_seq_cst) != 0) {
+            ftl::detail::FutexWake(&m_value, INT32_MAX);
+        }
+    }
+    std::atomic<std::uint32_t> m_value{0};
+    std::atomic<std::uint32_t> m_sleepers{0};
+};
 
 // Runs `rounds` rounds: setup(round) alone on the calling thread, then
 // racer(thread, round) on `racers` threads at once (thread 0 is the caller),
@@ -172,8 +208,8 @@ void AwaitAtLeast(std::atomic<unsigned> const &flag, unsigned value) {
 // relative timing sweeps the window the race is in.
 template <class Setup, class Racer>
 void RunRounds(unsigned rounds, unsigned racers, Setup setup, Racer racer) {
-    std::atomic<unsigned> started{0};
-    std::atomic<unsigned> finished{0};
+    RoundGate started;
+    RoundGate finished;
     auto const jitter = [](unsigned thread, unsigned round) {
         for (unsigned k = (round * 7919u + thread * 104729u) % 200u; k > 0; --k) {
             ftl::detail::CpuRelax();
@@ -183,19 +219,19 @@ void RunRounds(unsigned rounds, unsigned racers, Setup setup, Racer racer) {
     for (unsigned t = 1; t < racers; ++t) {
         threads.emplace_back([&, t] {
             for (unsigned round = 1; round <= rounds; ++round) {
-                AwaitAtLeast(started, round);
+                started.AwaitAtLeast(round);
                 jitter(t, round);
                 racer(t, round);
-                finished.fetch_add(1, std::memory_order_acq_rel);
+                finished.Add(1);
             }
         });
     }
     for (unsigned round = 1; round <= rounds; ++round) {
         setup(round);
-        started.store(round, std::memory_order_release);
+        started.Store(round);
         jitter(0, round);
         racer(0u, round);
-        AwaitAtLeast(finished, round * (racers - 1));
+        finished.AwaitAtLeast(round * (racers - 1));
     }
     for (std::thread &thread : threads) {
         thread.join();
