@@ -120,8 +120,7 @@ Worker *RunChildren(Worker *worker, TaskCounter *counter, InlineHand &hand) {
 
 Worker *HelpWhileWaiting(Worker *worker, TaskCounter *counter) {
     Fiber *self = worker->CurrentFiber();
-    if (!worker->Owner().Switches().InlineChildren ||
-        !InlineStackFree(self, worker->Owner().InlineStackNeed())) {
+    if (!worker->Owner().HelpsInline() || !InlineStackFree(self, worker->Owner().InlineStackNeed())) {
         return worker;
     }
     InlineHand hand;

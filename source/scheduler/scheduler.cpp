@@ -113,6 +113,8 @@ InitError Scheduler::Start() {
 
     m_startNs = NowNs();
     m_inlineStackNeed = options.FiberStackSize / kInlineStackShareDen * kInlineStackShareNum;
+    m_helpsInline = m_mechanisms.InlineChildren && options.Callbacks.OnFiberAttached == nullptr &&
+                    options.Callbacks.OnFiberDetached == nullptr;
     m_workers.reset(new Worker[m_numWorkers]);
     for (unsigned i = 0; i < m_numWorkers; ++i) {
         // An unpinned worker 0 is on no CPU in particular (WorkerOnCallersCpu).

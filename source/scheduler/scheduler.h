@@ -92,6 +92,11 @@ public:
     // A task runs inline only while this much of its fiber's stack is free
     // (help.cpp).
     std::uintptr_t InlineStackNeed() const { return m_inlineStackNeed; }
+    // Whether a wait runs its counter's tasks inline (help.h): not with the
+    // InlineChildren switch off, nor where fiber attach and detach callbacks
+    // are installed, which are told of the fibers that really run a task (a
+    // wait then parks, and a pool fiber runs the tasks, as in the lineage).
+    bool HelpsInline() const { return m_helpsInline; }
 
     // The calling thread's worker if it belongs to this scheduler, else nullptr.
     Worker *CurrentWorkerOfThis() const { return CurrentWorkerOf(this); }
@@ -227,6 +232,7 @@ private:
     std::atomic<std::uint64_t> m_drainProgressNs{0};
     std::atomic<bool> m_stallReported{false};
     std::uintptr_t m_inlineStackNeed = 0;
+    bool m_helpsInline = true;
     SavedAffinity m_initThreadAffinity;
     // The trace (empty file name: off), one buffer per worker.
     std::string m_traceFile;
