@@ -25,7 +25,7 @@ job=$1
 main_packages=(g++ cmake libboost-context-dev)
 case "$job" in
 main) packages=("${main_packages[@]}") ;;
-test) packages=("${main_packages[@]}" catch2 spin valgrind python3) ;;
+test) packages=("${main_packages[@]}" clang catch2 spin valgrind python3) ;;
 bench) packages=("${main_packages[@]}" libtbb-dev libboost-fiber-dev python3-matplotlib) ;;
 # The arm64 Boost.Context comes from Debian's arm64 archive (multiarch).
 linux-aarch64) packages=(cmake catch2 python3 g++-aarch64-linux-gnu libboost-context-dev:arm64 qemu-user) ;;

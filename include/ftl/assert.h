@@ -11,13 +11,12 @@
 // build.
 #pragma once
 
+#include "ftl/detail/config.h"
+
 namespace ftl {
 namespace detail {
 
-// gnu_printf: the library formats with C99 conversions (%zu) on every
-// system, MinGW-w64's printf included.
-[[noreturn]] void Fatal(char const *file, int line, char const *format, ...)
-    __attribute__((format(gnu_printf, 3, 4)));
+[[noreturn]] void Fatal(char const *file, int line, char const *format, ...) FTL_PRINTF_FORMAT(3, 4);
 
 } // namespace detail
 } // namespace ftl
@@ -36,7 +35,7 @@ namespace detail {
 #if FTL_ENABLE_ASSERTS
 #define FTL_ASSERT(cond, ...)                                                                                \
     do {                                                                                                     \
-        if (__builtin_expect(!(cond), 0)) {                                                                  \
+        if (FTL_UNLIKELY(!(cond))) {                                                                         \
             ::ftl::detail::Fatal(__FILE__, __LINE__, __VA_ARGS__);                                           \
         }                                                                                                    \
     } while (0)

@@ -44,6 +44,7 @@
 //   patient.
 #pragma once
 
+#include "ftl/detail/config.h"
 #include "ftl/detail/lock_thread.h"
 #include "ftl/detail/wait_list.h"
 
@@ -178,7 +179,7 @@ private:
             detail::g_parkingCounts[detail::ParkingBucketOf(this)].Parked;
         m_state.store(kUnlocked, std::memory_order_release);
         std::atomic_signal_fence(std::memory_order_seq_cst);
-        if (__builtin_expect(parked.load(std::memory_order_relaxed) != 0, false)) {
+        if (FTL_UNLIKELY(parked.load(std::memory_order_relaxed) != 0)) {
             UnlockSlow(this);
         }
     }
@@ -221,16 +222,14 @@ public:
         : LockWrapper(mutex, FibtexLockBehavior::Traditional, pinToCurrentThread) {}
 
     void lock() {
-        switch (m_behavior) {
-        case FibtexLockBehavior::Traditional:
-            m_mutex.lock(m_pinToThread);
-            break;
-        case FibtexLockBehavior::Spin:
+        // Not a switch: the lineage's warning set (-Wswitch-default) wants a
+        // default, which would hide a behaviour added later from -Wswitch.
+        if (m_behavior == FibtexLockBehavior::Spin) {
             m_mutex.lock_spin(m_pinToThread, m_spinIterations);
-            break;
-        case FibtexLockBehavior::SpinInfinite:
+        } else if (m_behavior == FibtexLockBehavior::SpinInfinite) {
             m_mutex.lock_spin_infinite(m_pinToThread);
-            break;
+        } else {
+            m_mutex.lock(m_pinToThread);
         }
     }
     bool try_lock() { return m_mutex.try_lock(); }

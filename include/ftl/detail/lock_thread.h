@@ -2,6 +2,8 @@
 // read of the calling thread and of the parking table. Nothing here is API.
 #pragma once
 
+#include "ftl/detail/config.h"
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -87,7 +89,7 @@ inline char *ThreadPointer() {
 
 inline LockThreadState *CurrentLockThread() {
     std::ptrdiff_t const offset = g_lockThreadOffset.load(std::memory_order_relaxed);
-    if (__builtin_expect(offset == 0, false)) {
+    if (FTL_UNLIKELY(offset == 0)) {
         return FirstLockThread();
     }
     return reinterpret_cast<LockThreadState *>(ThreadPointer() + offset);
