@@ -7,6 +7,7 @@
 // work_stealing keeps its scheduler registry in static members, so a process
 // can start one such pool only. The harness runs every fixture in a process of
 // its own, which is what makes a fresh pool per fixture possible.
+#include "ftl/detail/config.h"
 #include "systems.h"
 #include "workloads.h"
 
@@ -33,8 +34,8 @@ thread_local unsigned tThreadIndex = 0;
 
 // The calling thread's index in the pool. A fiber can move to another thread
 // at every wait, and the compiler may keep a thread_local's address across a
-// call; noipa forces a fresh look-up on every call.
-__attribute__((noipa)) unsigned ThreadIndex() {
+// call; FTL_NO_IPA forces a fresh look-up on every call.
+FTL_NO_IPA unsigned ThreadIndex() {
     return tThreadIndex;
 }
 

@@ -2,6 +2,7 @@
 // gathered without stopping anyone; and their table.
 #include "scheduler/scheduler.h"
 
+#include "ftl/detail/config.h"
 #include "scheduler/help.h"
 #include "wait/wait_list.h"
 
@@ -42,10 +43,10 @@ namespace {
 // fiber's stack; the inline loop's index is clamped to its batch). Those
 // reads are the one deliberate race of the scheduler: the sanitizers do not
 // watch them (they would report the race the check below makes harmless),
-// and no optimization moves them into code they do watch (noipa: no
-// inlining, and no loads hoisted into the caller).
-__attribute__((noipa, no_sanitize("address", "thread"))) WaitingFiber CopyWait(Fiber const &fiber,
-                                                                               WaitNode const &node) {
+// and no optimization moves them into code they do watch (FTL_NO_IPA: no
+// inlining, and under GCC no loads hoisted into the caller).
+FTL_NO_IPA __attribute__((no_sanitize("address", "thread"))) WaitingFiber CopyWait(Fiber const &fiber,
+                                                                                   WaitNode const &node) {
     WaitingFiber waiting;
     waiting.FiberIndex = fiber.Index;
     waiting.Kind = node.Kind;

@@ -10,6 +10,16 @@
 #define FTL_UNLIKELY(condition) (condition)
 #endif
 
+// A function the optimizer must neither inline nor look into from its
+// callers (GCC's noipa; Clang has only noinline).
+#if defined(__clang__)
+#define FTL_NO_IPA __attribute__((noinline))
+#elif defined(__GNUC__)
+#define FTL_NO_IPA __attribute__((noipa))
+#else
+#define FTL_NO_IPA
+#endif
+
 // printf-style checking of a format argument. GCC's gnu_printf: the library
 // formats with C99 conversions (%zu) everywhere, MinGW-w64's printf
 // included, which plain printf would take for Microsoft's; Clang knows only
