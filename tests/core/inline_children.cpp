@@ -184,24 +184,33 @@ void PinnedChainLink(ftl::TaskScheduler *ts, void *arg) {
 
 } // namespace
 
-TEST_CASE("A child pinned to the waiting task's own thread runs inline, on that thread", "[inline][pinned]") {
-    unsigned const threads = FTL_GENERATE_THREAD_COUNT();
+namespace {
+
+// Runs a chain of `depth` links, each pinning the next to its own thread,
+// on `threads` workers; checks every link ran on its thread and returns the
+// peak of fibers in use.
+unsigned RunPinnedChain(unsigned threads, unsigned depth) {
     ftl::TaskScheduler ts;
     REQUIRE(ts.Init(Options(threads)) == 0);
-    constexpr unsigned kDepth = 64;
     std::atomic<unsigned> wrongThread{0};
     std::atomic<unsigned> links{0};
-    PinnedLink first{&ts, kDepth, &wrongThread, &links};
+    PinnedLink first{&ts, depth, &wrongThread, &links};
     ftl::TaskCounter counter(&ts);
     ts.AddTask(ftl::Task{PinnedChainLink, &first}, ftl::TaskPriority::Normal, &counter);
     ts.WaitForCounter(&counter);
-    REQUIRE(links.load() == kDepth + 1);
+    REQUIRE(links.load() == depth + 1);
     REQUIRE(wrongThread.load() == 0);
+    return ts.GetStats().FibersPeak;
+}
+
+} // namespace
+
+TEST_CASE("A child pinned to the waiting task's own thread runs inline, on that thread", "[inline][pinned]") {
+    unsigned const threads = FTL_GENERATE_THREAD_COUNT();
     // No link parked for its child: a few fibers, not one per link. (A link
     // may still park when the worker's loop must first take another item,
     // e.g. the global queue's turn: hence not exactly 1.)
-    ftl::SchedulerStats const stats = ts.GetStats();
-    CHECK(stats.FibersPeak <= 2 + threads);
+    CHECK(RunPinnedChain(threads, 64) <= 2 + threads);
 }
 
 TEST_CASE("A pinned child runs inline only after the pinned tasks queued before it", "[inline][pinned]") {
@@ -230,20 +239,9 @@ TEST_CASE("A pinned child runs inline only after the pinned tasks queued before 
 
 TEST_CASE("A chain of children pinned to their parent's thread needs no fiber per link", "[inline][pinned]") {
     // The tree of the black-box run at one worker: without the inline run,
-    // each link parks and the chain holds one fiber per link.
-    ftl::TaskScheduler ts;
-    REQUIRE(ts.Init(Options(1)) == 0);
+    // each link parks and the chain holds one fiber per link. The stack
+    // share rule moves a link to a fresh fiber every few dozen links (each
+    // inline run needs 3/4 of the stack free): far fewer than one per link.
     constexpr unsigned kDepth = 200;
-    std::atomic<unsigned> wrongThread{0};
-    std::atomic<unsigned> links{0};
-    PinnedLink first{&ts, kDepth, &wrongThread, &links};
-    ftl::TaskCounter counter(&ts);
-    ts.AddTask(ftl::Task{PinnedChainLink, &first}, ftl::TaskPriority::Normal, &counter);
-    ts.WaitForCounter(&counter);
-    REQUIRE(links.load() == kDepth + 1);
-    REQUIRE(wrongThread.load() == 0);
-    // The stack share rule moves a link to a fresh fiber every few dozen
-    // links (each inline run needs 3/4 of the stack free): far fewer than
-    // one per link.
-    CHECK(ts.GetStats().FibersPeak < kDepth / 4);
+    CHECK(RunPinnedChain(1, kDepth) < kDepth / 4);
 }
