@@ -50,10 +50,7 @@ public:
         if (m_count == 0 || !take(m_ring[m_head])) {
             return false;
         }
-        out = m_ring[m_head];
-        m_head = (m_head + 1) & (m_ring.size() - 1);
-        --m_count;
-        m_size.fetch_sub(1, std::memory_order_relaxed);
+        TakeAt(0, out);
         return true;
     }
 
@@ -65,16 +62,9 @@ public:
             return false;
         }
         std::lock_guard<std::mutex> lock(m_mutex);
-        std::size_t const mask = m_ring.size() - 1;
         for (std::size_t i = 0; i < m_count; ++i) {
-            if (take(m_ring[(m_head + i) & mask])) {
-                out = m_ring[(m_head + i) & mask];
-                for (std::size_t j = i; j > 0; --j) {
-                    m_ring[(m_head + j) & mask] = m_ring[(m_head + j - 1) & mask];
-                }
-                m_head = (m_head + 1) & mask;
-                --m_count;
-                m_size.fetch_sub(1, std::memory_order_relaxed);
+            if (take(m_ring[(m_head + i) & (m_ring.size() - 1)])) {
+                TakeAt(i, out);
                 return true;
             }
         }
@@ -84,6 +74,19 @@ public:
     bool LooksEmpty() const { return m_size.load(std::memory_order_acquire) == 0; }
 
 private:
+    // Moves the item `i` places from the head out, the older ones up one
+    // (m_mutex held, i < m_count).
+    void TakeAt(std::size_t i, TaskItem &out) {
+        std::size_t const mask = m_ring.size() - 1;
+        out = m_ring[(m_head + i) & mask];
+        for (std::size_t j = i; j > 0; --j) {
+            m_ring[(m_head + j) & mask] = m_ring[(m_head + j - 1) & mask];
+        }
+        m_head = (m_head + 1) & mask;
+        --m_count;
+        m_size.fetch_sub(1, std::memory_order_relaxed);
+    }
+
     // To the next power of two that holds `needed`, keeping the order.
     void Grow(std::size_t needed) {
         std::size_t capacity = m_ring.empty() ? 64 : m_ring.size();
