@@ -485,6 +485,22 @@ std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, unsigned thre
         }
     }
     {
+        Together const *both = measuredTogether("P1");
+        double const loop = both != nullptr ? both->First : MedianOf(table, "P1", "ftl");
+        double const byHand = both != nullptr ? both->Second : MedianOf(table, "P1h", "ftl");
+        if (loop > 0 && byHand > 0) {
+            verdicts.push_back(TargetVerdict{
+                Format(
+                    "P1: ParallelFor %s ns, AddTasks batches by hand (P1h) %s ns per element = %.2fx%s; "
+                    "target <= 1.05x",
+                    bench::FormatValue(loop).c_str(), bench::FormatValue(byHand).c_str(), loop / byHand,
+                    both != nullptr
+                        ? TogetherIn(*both).c_str()
+                        : MeasuredIn(table.Find("P1", "ftl"), "P1", table.Find("P1h", "ftl"), "P1h").c_str()),
+                loop <= 1.05 * byHand});
+        }
+    }
+    {
         PeerBest const best = BestPeer(table, {"W4"});
         Together const *both = measuredWithPeer("W4", best.Column);
         double const ftl = both != nullptr ? both->First : MedianOf(table, "W4", "ftl");
@@ -1773,7 +1789,8 @@ int main(int argc, char **argv) {
          {Comparison{"W8", "ftl", "W8", "reference", "the raw futex"},
           Comparison{"W6", "ftl", "W6", "reference", "the std::thread loop"},
           Comparison{"G1", "ftl", "W1", "ftl", "W1"}, Comparison{"W1c", "ftl", "W1", "ftl", "W1"},
-          Comparison{"W3c", "ftl", "W3", "ftl", "W3"}}) {
+          Comparison{"W3c", "ftl", "W3", "ftl", "W3"},
+          Comparison{"P1", "ftl", "P1h", "ftl", "AddTasks batches by hand"}}) {
         if (bench::kSanitizedBuild) {
             break;
         }

@@ -5,6 +5,7 @@
 
 #include "ftl/atomic_counter.h"
 #include "ftl/fibtex.h"
+#include "ftl/parallel_for.h"
 #include "ftl/task_counter.h"
 #include "ftl/task_graph.h"
 #include "ftl/task_scheduler.h"
@@ -446,6 +447,46 @@ private:
     std::vector<Item> m_items;
     std::vector<ftl::Task> m_tasks;
     std::uint64_t m_total = 0;
+};
+
+// P1, P1h: a parallel loop ------------------------------------------------------
+
+// kHandWritten: each pass is AddTasks of kLoopBatchesPerWorker batches per
+// worker and a TaskCounter, as a user writes it without ParallelFor.
+template <bool kHandWritten>
+class ParallelLoop final : public Fixture {
+public:
+    ParallelLoop(Sizes const &sizes, ftl::detail::Mechanisms mechanisms) : m_scheduler(sizes, mechanisms) {}
+
+    void Run() override {
+        ftl::TaskScheduler *const ts = m_scheduler.Get();
+        std::uint64_t *const values = m_values.Reset();
+        for (unsigned pass = 0; pass < kLoopPasses; ++pass) {
+            if constexpr (kHandWritten) {
+                unsigned const batches = kLoopBatchesPerWorker * m_scheduler.Threads();
+                ftl::TaskCounter counter(ts);
+                ts->AddTasks(
+                    batches,
+                    [values, batches](unsigned batch) {
+                        std::size_t const last = kLoopSize * (batch + 1) / batches;
+                        for (std::size_t i = kLoopSize * batch / batches; i < last; ++i) {
+                            values[i] = LoopStep(values[i]);
+                        }
+                    },
+                    ftl::TaskPriority::Normal, &counter);
+                ts->WaitForCounter(&counter);
+            } else {
+                ftl::ParallelFor(ts, std::size_t{0}, kLoopSize,
+                                 [values](std::size_t i) { values[i] = LoopStep(values[i]); });
+            }
+        }
+    }
+
+    Verdict Check() override { return m_values.Check(); }
+
+private:
+    Scheduler m_scheduler;
+    LoopValues m_values;
 };
 
 // W7, W7s ----------------------------------------------------------------------
@@ -1060,6 +1101,9 @@ System MakeFtlSystem(std::string name, ftl::detail::Mechanisms const &mechanisms
     list.push_back(Make<ContendedFibtex<kShortLockTasks, kLocksPerShortTask>>(
         "W5s", "Fibtex, std::lock_guard", mechanisms));
     list.push_back(Make<TriangleNumber>("W6", "one AddTasks + TaskCounter", mechanisms));
+    list.push_back(Make<ParallelLoop<false>>("P1", "ParallelFor(ts, 0, n, f(i)) per pass", mechanisms));
+    list.push_back(Make<ParallelLoop<true>>("P1h", "AddTasks(4 per worker, closure) + TaskCounter per pass",
+                                            mechanisms));
     list.push_back(Implementation{"W7", "TaskSchedulerInitOptions defaults (Behavior = Sleep)",
                                   [mechanisms](Sizes const &sizes) -> std::unique_ptr<Fixture> {
                                       return std::make_unique<Idle>(sizes, Scheduler::Options(sizes),

@@ -298,6 +298,33 @@ private:
     TriangleSums m_sums;
 };
 
+// P1 ---------------------------------------------------------------------------
+
+// One parallel region for the run, an `omp for` (and its barrier) per pass.
+class ParallelLoop final : public Fixture {
+public:
+    explicit ParallelLoop(Sizes const &sizes) : m_team(sizes) {}
+
+    void Run() override {
+        std::uint64_t *const values = m_values.Reset();
+#pragma omp parallel num_threads(m_team.Threads())
+        for (unsigned pass = 0; pass < kLoopPasses; ++pass) {
+#pragma omp for
+            for (std::size_t i = 0; i < kLoopSize; ++i) {
+                values[i] = LoopStep(values[i]);
+            }
+        }
+    }
+
+    Verdict Check() override {
+        return m_values.Check();
+    }
+
+private:
+    Team m_team;
+    LoopValues m_values;
+};
+
 // W7 ---------------------------------------------------------------------------
 
 // Starts the team with a parallel region, measures the idle window, then runs
@@ -344,6 +371,7 @@ System MakeOpenMpSystem() {
     list.push_back(Make<ContendedMutex<std::mutex>>("W5b", "std::mutex, std::lock_guard"));
     list.push_back(Make<ContendedMutex<OmpLock, kShortLockTasks, kLocksPerShortTask>>("W5s", "omp_lock_t"));
     list.push_back(Make<TriangleNumber>("W6", "omp task per slice + taskwait"));
+    list.push_back(Make<ParallelLoop>("P1", "omp for in one parallel region, a barrier per pass"));
     list.push_back(Make<Idle>("W7", "team started by a parallel region, then idle"));
     return system;
 }

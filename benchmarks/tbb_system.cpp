@@ -6,6 +6,8 @@
 #include "systems.h"
 #include "workloads.h"
 
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/spin_mutex.h>
 #include <oneapi/tbb/task.h>
 #include <oneapi/tbb/task_arena.h>
@@ -338,6 +340,33 @@ private:
     TriangleSums m_sums;
 };
 
+// P1 ---------------------------------------------------------------------------
+
+class ParallelLoop final : public Fixture {
+public:
+    explicit ParallelLoop(Sizes const &sizes) : m_arena(sizes) {}
+
+    void Run() override {
+        std::uint64_t *const values = m_values.Reset();
+        m_arena.Execute([values] {
+            for (unsigned pass = 0; pass < kLoopPasses; ++pass) {
+                tbb::parallel_for(tbb::blocked_range<std::size_t>(0, kLoopSize),
+                                  [values](tbb::blocked_range<std::size_t> const &range) {
+                                      for (std::size_t i = range.begin(); i != range.end(); ++i) {
+                                          values[i] = LoopStep(values[i]);
+                                      }
+                                  });
+            }
+        });
+    }
+
+    Verdict Check() override { return m_values.Check(); }
+
+private:
+    Arena m_arena;
+    LoopValues m_values;
+};
+
 // W7 ---------------------------------------------------------------------------
 
 // Starts the workers with a little work, measures the idle window, then runs
@@ -439,6 +468,7 @@ System MakeTbbSystem() {
     list.push_back(Make<ContendedMutex<tbb::spin_mutex, kShortLockTasks, kLocksPerShortTask>>(
         "W5s", "tbb::spin_mutex, std::lock_guard"));
     list.push_back(Make<TriangleNumber>("W6", "one task_group, run per slice"));
+    list.push_back(Make<ParallelLoop>("P1", "tbb::parallel_for(blocked_range) per pass, auto_partitioner"));
     list.push_back(Make<Idle>("W7", "task_arena, workers started, then idle"));
     list.push_back(Make<WakeLatency<false>>("W8", "task_arena::enqueue from outside the arena"));
     list.push_back(

@@ -39,6 +39,33 @@ __attribute__((noinline)) std::uint64_t SumRange(std::uint64_t first, std::uint6
     return sum;
 }
 
+std::uint64_t *LoopValues::Reset() {
+    for (std::size_t i = 0; i < m_values.size(); ++i) {
+        m_values[i] = i;
+    }
+    return m_values.data();
+}
+
+Verdict LoopValues::Check() const {
+    // Computed once per process: kLoopSize x kLoopPasses steps.
+    static std::uint64_t const expected = [] {
+        std::uint64_t sum = 0;
+        for (std::uint64_t i = 0; i < kLoopSize; ++i) {
+            std::uint64_t x = i;
+            for (unsigned pass = 0; pass < kLoopPasses; ++pass) {
+                x = LoopStep(x);
+            }
+            sum += x;
+        }
+        return sum;
+    }();
+    std::uint64_t sum = 0;
+    for (std::uint64_t const value : m_values) {
+        sum += value;
+    }
+    return ExpectCount("sum of the loop's values", sum, expected);
+}
+
 Verdict ExpectCount(char const *what, std::uint64_t got, std::uint64_t expected) {
     if (got == expected) {
         return Verdict::Pass();
@@ -180,6 +207,17 @@ std::vector<Workload> MakeWorkloads(Sizes const &sizes) {
                              " tasks of 10,000 additions, checked",
                          {{"W6", "ms"}},
                          1e6});
+    workloads.push_back(
+        {"P1",
+         "parallel loop: 200 passes over 20,000 elements, each element replaced by 8 "
+         "dependent multiply-adds of itself, each pass waited for; each system's parallel for",
+         {{"P1", "ns/element"}},
+         double(kLoopPasses) * kLoopSize});
+    workloads.push_back({"P1h",
+                         "P1 with AddTasks batches written by hand, ftl only: 4 batches per worker, a "
+                         "TaskCounter per pass",
+                         {{"P1h", "ns/element"}},
+                         double(kLoopPasses) * kLoopSize});
     Workload w7{"W7",
                 std::string("idle ") + idle +
                     " after the pool started, default settings: process CPU seconds",

@@ -23,6 +23,10 @@
 //       mutex                                                 -> ns per lock
 //   W6  the triangle number of 47,593,243 in tasks of 10,000 additions,
 //       checked against n(n+1)/2                              -> ms
+//   P1  a parallel loop: 200 passes over 20,000 elements, each element
+//       replaced by 8 dependent multiply-adds of itself, every pass waited
+//       for (P1: each system's parallel for; P1h: ftl's AddTasks batches
+//       written by hand, 4 per worker)                        -> ns per element
 //   W7  the pool idles 2 s after it started (the main thread sleeps): CPU
 //       seconds the process used (getrusage)                 -> cpu-s per 2 s
 //       (W7: default settings; W7s: the system's low-power idle setting)
@@ -72,6 +76,12 @@ constexpr std::uint64_t kTriangleN = 47593243;
 constexpr std::uint64_t kAdditionsPerTask = 10000;
 constexpr std::uint64_t kTriangleTasks = (kTriangleN + kAdditionsPerTask - 1) / kAdditionsPerTask;
 constexpr std::uint64_t kTriangleExpected = kTriangleN * (kTriangleN + 1) / 2;
+// P1
+constexpr unsigned kLoopPasses = 200;
+constexpr std::size_t kLoopSize = 20000;
+constexpr unsigned kLoopSteps = 8;
+// P1h: the batches of the hand-written loop, per worker.
+constexpr unsigned kLoopBatchesPerWorker = 4;
 // W7: figures are CPU seconds per this much idle time.
 constexpr double kIdleReportSeconds = 2.0;
 // W8: how long the pool idles before each sample. Longer than any system's
@@ -152,6 +162,28 @@ public:
 private:
     std::vector<std::uint64_t> m_sums;
     std::uint64_t m_total = 0;
+};
+
+// P1's loop: values[i] = LoopStep(values[i]) for every i, kLoopPasses
+// times. Reset starts a run from values[i] = i; Check compares the sum with
+// the one every element reaches after exactly kLoopPasses steps (an element
+// missed or stepped twice in a pass moves it).
+inline std::uint64_t LoopStep(std::uint64_t x) {
+    for (unsigned i = 0; i < kLoopSteps; ++i) {
+        x = WorkStep(x);
+    }
+    return x;
+}
+
+class LoopValues {
+public:
+    LoopValues() : m_values(kLoopSize) {}
+
+    std::uint64_t *Reset();
+    Verdict Check() const;
+
+private:
+    std::vector<std::uint64_t> m_values;
 };
 
 // Counts tasks per worker thread. Each thread writes only its own slot, on its

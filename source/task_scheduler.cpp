@@ -5,6 +5,7 @@
 
 #include "ftl/assert.h"
 #include "ftl/atomic_counter.h"
+#include "ftl/parallel_for.h"
 #include "ftl/task_counter.h"
 #include "scheduler/help.h"
 #include "scheduler/scheduler.h"
@@ -166,6 +167,16 @@ void *AllocateClosureSlot(TaskScheduler *taskScheduler) {
     Scheduler *scheduler = Checked(Scheduler::Of(taskScheduler), "AddTask");
     Worker *worker = scheduler->CurrentWorkerOfThis();
     return scheduler->Closures().Allocate(worker != nullptr ? static_cast<int>(worker->Index()) : -1);
+}
+
+bool ParallelForWantsSplit(TaskScheduler *taskScheduler) {
+    Scheduler *scheduler = Scheduler::Of(taskScheduler);
+    Worker *worker = scheduler->CurrentWorkerOfThis();
+    if (worker == nullptr || !worker->Tasks(0).LooksEmpty() || !worker->Tasks(1).LooksEmpty()) {
+        return false;
+    }
+    IdleState const &idle = scheduler->Idle();
+    return idle.NumSearching() != 0 || idle.AnyLooksParked();
 }
 
 void FreeClosureSlot(TaskScheduler *taskScheduler, void *slot) noexcept {

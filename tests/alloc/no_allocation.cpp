@@ -1,7 +1,9 @@
 // What the API promises not to allocate, checked by counting every call of
 // the global operator new while the promised path runs (after a warm-up):
 // - AddTask with a closure of up to 48 bytes (and AddTasks with one);
-// - a TaskGraph run after the first, pinned nodes included.
+// - a TaskGraph run after the first, pinned nodes included;
+// - ParallelFor, every form (the index form's split-off halves take slots of
+//   the closure pool, like a 24-byte closure).
 // A program of its own, because it replaces operator new for the whole
 // process. Exits non-zero on a failed check.
 //
@@ -10,6 +12,7 @@
 // run, and one may still grow to a new peak after the warm-up (a doubling of
 // a deque, a chunk of closure slots): a few such allocations are allowed,
 // never one per task (5,000 tasks, 5,120 nodes per measurement).
+#include "ftl/parallel_for.h"
 #include "ftl/task_counter.h"
 #include "ftl/task_graph.h"
 #include "ftl/task_scheduler.h"
@@ -18,7 +21,9 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <list>
 #include <new>
+#include <vector>
 
 namespace {
 
@@ -68,6 +73,29 @@ void AddClosures(ftl::TaskScheduler *ts, std::atomic<std::uint64_t> *sum, unsign
         count, [payload = Payload{{1, 1, 1, 1}, sum}](unsigned) { payload.Sum->fetch_add(1); },
         ftl::TaskPriority::Normal, &counter);
     ts->WaitForCounter(&counter);
+}
+
+// Every form of ParallelFor once; returns the elements visited.
+std::uint64_t ParallelForRound(ftl::TaskScheduler *ts, std::vector<std::uint64_t> &values,
+                               std::list<std::uint64_t> &list) {
+    std::atomic<std::uint64_t> visited{0};
+    ftl::ParallelFor(ts, std::size_t{0}, values.size(), [&](std::size_t i) {
+        values[i] += 1;
+        visited.fetch_add(1, std::memory_order_relaxed);
+    });
+    ftl::ParallelFor(ts, 0, static_cast<int>(values.size()), [&](int first, int last) {
+        for (int i = first; i < last; ++i) {
+            values[static_cast<std::size_t>(i)] += 1;
+        }
+        visited.fetch_add(static_cast<std::uint64_t>(last - first), std::memory_order_relaxed);
+    });
+    auto const visit = [&visited](ftl::TaskScheduler *, std::uint64_t *value) {
+        *value += 1;
+        visited.fetch_add(1, std::memory_order_relaxed);
+    };
+    ftl::ParallelFor(ts, values, 64, visit, ftl::TaskPriority::Normal);
+    ftl::ParallelFor(ts, list, 64, visit, ftl::TaskPriority::High);
+    return visited.load();
 }
 
 } // namespace
@@ -156,6 +184,31 @@ int main() {
         Check(ran.load() == 13 * graph.Size(), "every graph node ran in every run", 0);
         Check(g_allocations.load() <= Allowed(threads),
               "TaskGraph runs after the first allocate nothing (beyond growth to a new peak)",
+              g_allocations.load());
+
+        std::vector<std::uint64_t> values(20000, 0);
+        std::list<std::uint64_t> list(2000, 0);
+        std::uint64_t const perLoopRound = 3 * values.size() + list.size();
+        std::uint64_t visited = 0;
+        for (int round = 0; round < 3; ++round) {
+            visited += ParallelForRound(&ts, values, list);
+        }
+        g_allocations.store(0);
+        g_counting.store(true);
+        for (int round = 0; round < 10; ++round) {
+            visited += ParallelForRound(&ts, values, list);
+        }
+        g_counting.store(false);
+        bool allOnce = visited == 13 * perLoopRound;
+        for (std::uint64_t value : values) {
+            allOnce = allOnce && value == 3 * 13;
+        }
+        for (std::uint64_t value : list) {
+            allOnce = allOnce && value == 13;
+        }
+        Check(allOnce, "ParallelFor visited every element once per call", 0);
+        Check(g_allocations.load() <= Allowed(threads),
+              "ParallelFor allocates nothing per call, in every form (beyond growth to a new peak)",
               g_allocations.load());
     }
     return g_failures == 0 ? 0 : 1;
