@@ -14,9 +14,13 @@ void IdleState::Init(unsigned numWorkers, bool limitSearchers, bool spinBeforePa
 }
 
 bool IdleState::TryBecomeSearcher() {
-    // Refused when half the workers already search (checked loosely: a brief
-    // overshoot is harmless).
-    if (m_limitSearchers && 2 * m_numSearching.load(std::memory_order_seq_cst) >= m_numWorkers) {
+    // Refused when half the workers, and at least two, already search
+    // (checked loosely: a brief overshoot is harmless). Two at least: at a
+    // join, the worker whose fiber waits searches until the fiber is ready,
+    // and with the only slot taken the worker that ran the last task would
+    // park, so a pool of two paid a futex wake at every fork after a join.
+    unsigned const limit = std::max(2u, (m_numWorkers + 1) / 2);
+    if (m_limitSearchers && m_numSearching.load(std::memory_order_seq_cst) >= limit) {
         return false;
     }
     m_numSearching.fetch_add(1, std::memory_order_seq_cst);

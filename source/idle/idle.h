@@ -3,8 +3,8 @@
 // supplies hooks (is any work visible, should it stop idling) and never
 // touches the bitmap, the searcher count or the futex words itself.
 //
-// A worker out of work becomes a searcher (if fewer than half the workers
-// already search), spins a while looking for work (while such spins pay, for
+// A worker out of work becomes a searcher (if fewer than half the workers,
+// or fewer than two, already search), spins a while looking for work (while such spins pay, for
 // as long as its recent short gaps lasted, and while it sees work it holds
 // back from), then parks on a futex word of its own. Parked workers are bits
 // in a bitmap, so a waker finds one in O(1) (count trailing zeros) and claims
@@ -71,7 +71,7 @@ constexpr std::uint64_t kMaxSpinNs = 200000;
 class IdleState {
 public:
     // limitSearchers: a worker becomes a searcher only while fewer than half
-    // the workers search (a measurement switch can lift it); spinBeforePark:
+    // the workers (or fewer than two) search (a measurement switch can lift it); spinBeforePark:
     // look a while before parking; adaptiveSpin: only while spinning pays
     // (kSpinMissLimit), and for as long as its recent gaps, up to maxSpinNs.
     void Init(unsigned numWorkers, bool limitSearchers, bool spinBeforePark, bool adaptiveSpin = true,

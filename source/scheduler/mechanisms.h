@@ -17,7 +17,7 @@ struct Mechanisms {
     // The global queue's turn every N items, N from an EWMA of the item time
     // (off: a fixed N).
     bool AdaptiveGlobalInterval = true;
-    // At most half the workers search for work at once.
+    // At most half the workers (or two) search for work at once.
     bool SearcherLimit = true;
     // An idle worker looks for work a short while before it parks.
     bool SpinBeforePark = true;

@@ -356,15 +356,17 @@ TEST_CASE("IdleState: ClaimAny finds parked workers in every word of the bitmap"
     REQUIRE_FALSE(idle.AllParkedExcept(last));
 }
 
-TEST_CASE("IdleState: at most half the workers search, unless the limit is off", "[internal][idle]") {
+TEST_CASE("IdleState: at most half the workers (or two) search, unless the limit is off",
+          "[internal][idle]") {
     struct Case {
         unsigned Workers;
         bool Limit;
         unsigned Admitted;
     };
-    // "Fewer than half already search": 1 of 1, 2 of 4, 3 of 5; all without the limit.
-    Case const cases[] = {{1, true, 1}, {2, true, 1},  {4, true, 2}, {5, true, 3},
-                          {8, true, 4}, {1, false, 1}, {4, false, 4}};
+    // "Fewer than half, or fewer than two, already search": 1 of 1, 2 of 2,
+    // 2 of 3, 2 of 4, 3 of 5, 4 of 8; all without the limit.
+    Case const cases[] = {{1, true, 1}, {2, true, 2}, {3, true, 2},  {4, true, 2},
+                          {5, true, 3}, {8, true, 4}, {1, false, 1}, {4, false, 4}};
     for (Case const &c : cases) {
         INFO(c.Workers << " workers, limit " << c.Limit);
         IdleState idle;
@@ -507,15 +509,16 @@ TEST_CASE("IdleState: Notify wakes no one while a searcher exists", "[internal][
     IdleState idle;
     idle.Init(2, true, true);
     std::atomic<int> work{0};
-    // The test thread is the searcher: worker 0 is refused (half of 2 already
-    // search), so it parks without spinning: a look for work to take, one
-    // for any work (it would spin while it saw work it held back from), and
-    // the re-check.
+    // The test thread stands for two searchers: worker 0 is refused (two
+    // already search), so it parks without spinning: a look for work to
+    // take, one for any work (it would spin while it saw work it held back
+    // from), and the re-check.
+    idle.AddClaimedSearcher();
     idle.AddClaimedSearcher();
     Sleeper sleeper(idle, 0, &work);
     REQUIRE(sleeper.WaitAsleep());
     REQUIRE(sleeper.Hooks.WorkVisibleCalls.load() == 3);
-    REQUIRE(idle.NumSearching() == 1);
+    REQUIRE(idle.NumSearching() == 2);
     REQUIRE(idle.IsParked(0));
 
     work.store(1);
@@ -526,6 +529,9 @@ TEST_CASE("IdleState: Notify wakes no one while a searcher exists", "[internal][
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     REQUIRE_FALSE(sleeper.Returned());
 
+    REQUIRE_FALSE(idle.StopSearching());
+    idle.Notify();
+    REQUIRE(idle.IsParked(0));     // one searcher is enough
     REQUIRE(idle.StopSearching()); // the last searcher
     idle.Notify();
     REQUIRE(sleeper.WaitReturned());
@@ -1099,7 +1105,8 @@ TEST_CASE("IdleState: a worker that is not a searcher spins while it sees work i
           "[internal][idle]") {
     IdleState idle;
     idle.Init(2, true, true);
-    // Worker 1 searches: half of two, so worker 0 cannot.
+    // Two searchers already (the most a pool of two admits): worker 0 cannot.
+    REQUIRE(idle.TryBecomeSearcher());
     REQUIRE(idle.TryBecomeSearcher());
     SECTION("work held back for 10 looks: it spins, and never announces itself parked") {
         TestHooks hooks;
@@ -1121,5 +1128,5 @@ TEST_CASE("IdleState: a worker that is not a searcher spins while it sees work i
         REQUIRE(hooks.SeenParked.load() == 0);
     }
     REQUIRE_FALSE(idle.IsParked(0));
-    REQUIRE(idle.NumSearching() == 1);
+    REQUIRE(idle.NumSearching() == 2);
 }
