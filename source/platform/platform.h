@@ -205,6 +205,9 @@ constexpr std::uintptr_t kSystemStackGuardBytes = 64 * 1024;
 
 // The lowest address of the calling thread's stack, or 0 if it cannot be had.
 std::uintptr_t ThreadStackFloor();
+// Linux: whether `address` lies in the calling thread's stack block as the
+// thread library reports it (false when it cannot tell).
+bool InThreadStack(void const *address);
 
 // Monotonic clock in nanoseconds.
 inline std::uint64_t NowNs() {

@@ -480,6 +480,11 @@ inline void const *TaskIdentityOf(Fiber const *fiber) {
     }
     return fiber->IsThreadFiber ? nullptr : fiber;
 }
+#if FTL_INLINE_LOCK_THREAD && !defined(FTL_SHARED_BUILD)
+#define FTL_LOCK_THREAD_AT_OFFSET 1
+#else
+#define FTL_LOCK_THREAD_AT_OFFSET 0
+#endif
 // Checks, on a thread about to become a worker, that its LockThreadState is
 // where Fibtex's inlined lock looks for it (fatal if not).
 void CheckLockThread();
@@ -488,8 +493,11 @@ void CheckLockThread();
 // defined here so that every user knows they need no dynamic initialization.
 // t_lockThread is initial-exec where Fibtex's lock finds it from the thread
 // pointer (ftl/detail/lock_thread.h): at one offset from it on every thread.
+// Not in a shared library (FTL_SHARED_BUILD): one that a plugin loads with
+// dlopen may find no room left for initial-exec TLS and fail to load, so
+// there t_lockThread has the default model and the lock calls in for it.
 inline thread_local Worker *t_worker = nullptr;
-#if FTL_INLINE_LOCK_THREAD
+#if FTL_LOCK_THREAD_AT_OFFSET
 inline thread_local LockThreadState t_lockThread __attribute__((tls_model("initial-exec")));
 #else
 inline thread_local LockThreadState t_lockThread;

@@ -1,10 +1,14 @@
 # cmake -DBUILD_DIR=<ftl build tree> -DCONSUMER_SOURCE_DIR=<consumer> -DWORK_DIR=<scratch>
 #       [-DCONFIG=<build type>] [-DGENERATOR=<generator>] [-DCXX_COMPILER=<compiler>]
+#       [-DSHARED_FROM=<ftl source tree>]
 #       -P run_consumer.cmake
 #
-# 1. cmake --install BUILD_DIR --prefix WORK_DIR/prefix
+# 1. cmake --install BUILD_DIR --prefix WORK_DIR/prefix; with SHARED_FROM,
+#    first configure and build the library alone from that source tree with
+#    BUILD_SHARED_LIBS=ON into BUILD_DIR, and install that
 # 2. configure CONSUMER_SOURCE_DIR against that prefix only, and build it
-# 3. run the consumer, which checks its own result
+#    (with SHARED_FROM: requiring libftl.so, and with the dlopen plugin)
+# 3. run the consumer, which checks its own result (and the plugin's host)
 cmake_minimum_required(VERSION 3.16)
 
 foreach(variable IN ITEMS BUILD_DIR CONSUMER_SOURCE_DIR WORK_DIR)
@@ -33,6 +37,26 @@ set(config_args)
 if(CONFIG)
     set(config_args --config "${CONFIG}")
 endif()
+if(SHARED_FROM)
+    # Without TLS descriptors, a libftl.so that dlopen loads keeps its
+    # thread-local state in dynamic TLS (with them, glibc may find it room in
+    # static TLS): the plugin then runs the path of a lock that calls in for
+    # its thread's state, and the program that links libftl.so the inlined
+    # one.
+    set(library_args -S "${SHARED_FROM}" -B "${BUILD_DIR}" -DBUILD_SHARED_LIBS=ON -DFTL_BUILD_TESTS=OFF
+        -DFTL_BUILD_EXAMPLES=OFF -DFTL_BUILD_BENCHMARKS=OFF -DFTL_HAVE_TLS_DIALECT_GNU2=OFF)
+    if(GENERATOR)
+        list(APPEND library_args -G "${GENERATOR}")
+    endif()
+    if(CXX_COMPILER)
+        list(APPEND library_args "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
+    endif()
+    if(CONFIG)
+        list(APPEND library_args "-DCMAKE_BUILD_TYPE=${CONFIG}")
+    endif()
+    run_step("configure a shared library" "${CMAKE_COMMAND}" ${library_args})
+    run_step("build libftl.so" "${CMAKE_COMMAND}" --build "${BUILD_DIR}" --parallel 2 ${config_args})
+endif()
 run_step("install into ${prefix}" "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${prefix}" ${config_args})
 
 foreach(expected IN ITEMS include/ftl/ftl.h include/ftl/task_scheduler.h include/ftl/detail/wait_list.h)
@@ -60,6 +84,13 @@ endif()
 if(CONFIG)
     list(APPEND configure_args "-DCMAKE_BUILD_TYPE=${CONFIG}")
 endif()
+if(SHARED_FROM)
+    list(APPEND configure_args -DFTL_EXPECT_SHARED=ON)
+    file(GLOB shared_libraries "${prefix}/*/libftl.so*")
+    if(NOT shared_libraries)
+        message(FATAL_ERROR "install_consumer: no libftl.so was installed under ${prefix}")
+    endif()
+endif()
 run_step("configure the consumer" "${CMAKE_COMMAND}" ${configure_args})
 
 # The package must have come from the prefix, not from the build tree or the
@@ -85,3 +116,10 @@ if(NOT EXISTS "${consumer_app}")
     message(FATAL_ERROR "install_consumer: the consumer program was not built")
 endif()
 run_step("run the consumer" "${consumer_app}")
+if(SHARED_FROM)
+    get_filename_component(consumer_dir "${consumer_app}" DIRECTORY)
+    if(NOT EXISTS "${consumer_dir}/plugin_host")
+        message(FATAL_ERROR "install_consumer: the plugin's host was not built")
+    endif()
+    run_step("load the plugin with dlopen and run it" "${consumer_dir}/plugin_host")
+endif()

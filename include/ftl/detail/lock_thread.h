@@ -67,7 +67,9 @@ inline std::uintptr_t HeldWeight(void const *) {
 #if FTL_INLINE_LOCK_THREAD
 // The address of a thread's state minus its thread pointer: the same on
 // every thread (the state is initial-exec TLS). 0 until the first lock or
-// the first worker sets it (a state is never at the thread pointer itself).
+// the first worker sets it (a state is never at the thread pointer itself),
+// and always 0 in a shared libftl, whose state has the default TLS model:
+// every lock then finds the state through FirstLockThread.
 extern std::atomic<std::ptrdiff_t> g_lockThreadOffset;
 
 // The calling thread's state, and the offset set, through a call: for the

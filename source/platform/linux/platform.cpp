@@ -181,6 +181,20 @@ std::uintptr_t ThreadStackFloor() {
     return result == 0 ? reinterpret_cast<std::uintptr_t>(address) : 0;
 }
 
+bool InThreadStack(void const *address) {
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0) {
+        return false;
+    }
+    void *base = nullptr;
+    std::size_t size = 0;
+    int const result = pthread_attr_getstack(&attr, &base, &size);
+    pthread_attr_destroy(&attr);
+    auto const at = reinterpret_cast<std::uintptr_t>(address);
+    auto const low = reinterpret_cast<std::uintptr_t>(base);
+    return result == 0 && at >= low && at - low < size;
+}
+
 void WriteStderr(char const *text, std::size_t length) {
     ssize_t const ignored = write(STDERR_FILENO, text, length);
     (void)ignored;
