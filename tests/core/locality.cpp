@@ -515,7 +515,9 @@ TEST_CASE("Tasks worth moving still spread over the workers", "[steal-backoff]")
     ts.WaitForCounter(&counter);
     CAPTURE(onWorker[0].load(), onWorker[1].load());
     REQUIRE(onWorker[0].load() + onWorker[1].load() == kTasks);
-    CHECK(onWorker[1].load() >= kTasks / 4);
+    if (!ftl_test::kEmulated) {
+        CHECK(onWorker[1].load() >= kTasks / 4);
+    }
 }
 
 namespace {
@@ -565,7 +567,9 @@ TEST_CASE("Tasks of a few hundred nanoseconds spread over the workers", "[steal-
     constexpr unsigned kBatches = 40;
     std::vector<std::uint64_t> const ran = RanOfShortTasks(1000, kBatches);
     CAPTURE(ran[0], ran[1]);
-    CHECK(ran[1] >= kBatches * 1000 / 5);
+    if (!ftl_test::kEmulated) {
+        CHECK(ran[1] >= kBatches * 1000 / 5);
+    }
 }
 
 TEST_CASE("Too few tasks to pay for a second core stay with their worker", "[steal-backoff]") {
@@ -698,11 +702,11 @@ TEST_CASE("MaxIdleSpinMicros bounds the gaps an idle worker spins through", "[id
     // Batches 300 us apart: past the default bound, so the other worker
     // sleeps through each gap and every batch wakes it (the price of a
     // core left free); with a bound of 1,000 us it spins through them, and
-    // far fewer batches wake it: 13-40 of 200 on the benchmark host, those
-    // it ended while the Init thread's worker searched (a worker that may
-    // not search parks at once: with the searcher limit lifted, 0-1; see
-    // "Idle workers" in docs/design.adoc). (Only the run counts hold where
-    // the loop itself is slow, as above.)
+    // far fewer batches wake it: none of 200 on the benchmark host (13-40
+    // when a pool of two admitted one searcher: a batch the worker ended
+    // while the Init thread's worker searched parked it at once; see "Idle
+    // workers" in docs/design.adoc). (Only the run counts hold where the
+    // loop itself is slow, as above.)
     std::uint64_t mostWakeUps = 0;
     for (unsigned run = 0; run < 3 && mostWakeUps < kWakeBatches * 3 / 4; ++run) {
         mostWakeUps = std::max(mostWakeUps, WakeUpsBetweenBatches(300, 200));
@@ -890,8 +894,10 @@ TEST_CASE("A thread outside the scheduler yields to the worker it wakes on its o
     // sanitizer's own thread, the tick) when one comes: a margin there too.
     constexpr unsigned kAwakeElsewhere = 2;
     CHECK(on.NeverStarted == 0);
-    CHECK(on.OnWorker1 + kAwakeElsewhere >= kRounds);
-    CHECK(on.StartedBeforeReturn >= kRounds / 2);
+    if (!ftl_test::kEmulated) {
+        CHECK(on.OnWorker1 + kAwakeElsewhere >= kRounds);
+        CHECK(on.StartedBeforeReturn >= kRounds / 2);
+    }
     // Without the yield the same worker is woken, and (under SCHED_BATCH)
     // waits for the adder to block. (Should a kernel let a woken SCHED_BATCH
     // thread preempt, this fails: the test could no longer tell the yield
@@ -901,7 +907,9 @@ TEST_CASE("A thread outside the scheduler yields to the worker it wakes on its o
     OutsideAdds const kept = AddFromWorker1sCpu(off, kRounds);
     REQUIRE(kept.Measured);
     CHECK(kept.NeverStarted == 0);
-    CHECK(kept.OnWorker1 + kAwakeElsewhere >= kRounds);
-    CHECK(kept.StartedBeforeReturn <= 2);
+    if (!ftl_test::kEmulated) {
+        CHECK(kept.OnWorker1 + kAwakeElsewhere >= kRounds);
+        CHECK(kept.StartedBeforeReturn <= 2);
+    }
 }
 #endif
