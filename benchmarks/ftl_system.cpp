@@ -12,6 +12,7 @@
 #include "scheduler/mechanisms.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -175,10 +176,47 @@ private:
 
 // W3 ---------------------------------------------------------------------------
 
+// Counts fiber attaches and detaches, each fiber's in a line of its own (as
+// a profiler keeps a record per fiber): W3e's callbacks.
+class FiberEvents {
+public:
+    ftl::TaskSchedulerInitOptions Options(Sizes const &sizes) {
+        ftl::TaskSchedulerInitOptions options = Scheduler::Options(sizes);
+        options.Callbacks.Context = this;
+        options.Callbacks.OnFiberAttached = [](void *context, unsigned fiber) {
+            static_cast<FiberEvents *>(context)->Count(fiber);
+        };
+        options.Callbacks.OnFiberDetached = [](void *context, unsigned fiber, bool) {
+            static_cast<FiberEvents *>(context)->Count(fiber);
+        };
+        return options;
+    }
+    std::uint64_t Take() {
+        std::uint64_t total = 0;
+        for (Slot &slot : m_slots) {
+            total += slot.Events.exchange(0, std::memory_order_relaxed);
+        }
+        return total;
+    }
+
+private:
+    void Count(unsigned fiber) { m_slots[fiber % kSlots].Events.fetch_add(1, std::memory_order_relaxed); }
+
+    static constexpr unsigned kSlots = 1024;
+    struct alignas(64) Slot {
+        std::atomic<std::uint64_t> Events{0};
+    };
+    std::array<Slot, kSlots> m_slots{};
+};
+
+// W3; kFiberCallbacks: with OnFiberAttached and OnFiberDetached installed,
+// whose waits switch to a pool fiber to run the counter's tasks (W3e).
+template <bool kFiberCallbacks>
 class FibonacciTree final : public Fixture {
 public:
     FibonacciTree(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
-        : m_scheduler(sizes, mechanisms), m_n(sizes.FibN), m_tally(m_scheduler.Threads()) {}
+        : m_scheduler(kFiberCallbacks ? m_events.Options(sizes) : Scheduler::Options(sizes), mechanisms),
+          m_n(sizes.FibN), m_tally(m_scheduler.Threads()) {}
 
     void Run() override {
         m_root = Node{m_n, 0, &m_tally};
@@ -188,6 +226,10 @@ public:
     }
 
     Verdict Check() override {
+        std::uint64_t const events = m_events.Take();
+        if (kFiberCallbacks && events == 0) {
+            return Verdict::Fail("the fiber callbacks were never called");
+        }
         return FirstFailure({ExpectCount("fib", m_root.Value, Fibonacci(m_n)),
                              ExpectCount("tasks run", m_tally.Take(), FibonacciNodes(m_n))});
     }
@@ -214,6 +256,7 @@ private:
         node->Value = children[0].Value + children[1].Value;
     }
 
+    FiberEvents m_events; // before the scheduler, which calls it
     Scheduler m_scheduler;
     unsigned m_n;
     Tally m_tally;
@@ -1087,7 +1130,9 @@ System MakeFtlSystem(std::string name, ftl::detail::Mechanisms const &mechanisms
     list.push_back(
         Make<ProducerConsumer>("W2", "AddTasks + TaskCounter, producers wait in tasks", mechanisms));
     list.push_back(
-        Make<FibonacciTree>("W3", "AddTasks(2) + TaskCounter + WaitForCounter per node", mechanisms));
+        Make<FibonacciTree<false>>("W3", "AddTasks(2) + TaskCounter + WaitForCounter per node", mechanisms));
+    list.push_back(Make<FibonacciTree<true>>(
+        "W3e", "W3's tasks, OnFiberAttached + OnFiberDetached installed (per-fiber counts)", mechanisms));
     list.push_back(
         Make<EmptyBatchesClosure>("W1c", "AddTasks(1000, closure) + TaskCounter per batch", mechanisms));
     list.push_back(

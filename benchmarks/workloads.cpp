@@ -162,6 +162,12 @@ std::vector<Workload> MakeWorkloads(Sizes const &sizes) {
              std::to_string(FibonacciNodes(sizes.FibN)) + " tasks)",
          {{"W3", "ns/task"}},
          double(FibonacciNodes(sizes.FibN))});
+    workloads.push_back(
+        {"W3e",
+         "W3 with fiber callbacks, ftl only: OnFiberAttached and OnFiberDetached installed (each counts "
+         "into the fiber's own line), so that a wait switches fibers as the lineage reports them",
+         {{"W3e", "ns/task"}},
+         double(FibonacciNodes(sizes.FibN))});
     workloads.push_back({"W1c",
                          "W1 with closures, ftl only: one AddTasks(1000, closure) per batch, the closure "
                          "capturing a pointer (it travels inside each queued task)",

@@ -15,6 +15,8 @@
 //       producers                                             -> ns per consumer
 //   W3  fib(30) (fib(25) with --short): every node n >= 2 is a task that adds
 //       its two children as tasks and waits for them         -> ns per task
+//   W3e W3 with OnFiberAttached/OnFiberDetached installed (ftl only): the
+//       cost of the fiber callbacks' path                     -> ns per task
 //   W4  two tasks ping-pong 100,000 times (10,000 with --short), each waiting
 //       for the value the other one writes                   -> ns per round trip
 //   W5  10,000 tasks x 100 increments of one int under a lock -> ns per lock

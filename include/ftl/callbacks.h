@@ -73,9 +73,10 @@ struct EventCallbacks {
     // Indices are in [0, fiber count), so a profiler can index arrays by them:
     // the thread that called Init runs as fiber 0 (attached in Init, detached
     // in the destructor); each other worker thread attaches one pool fiber
-    // when it starts and detaches the fiber it runs when it ends. A wait that
-    // finishes without parking (it ran the counter's own tasks itself while
-    // it waited) reports nothing.
+    // when it starts and detaches the fiber it runs when it ends. With
+    // either installed, a wait never runs its counter's tasks on its own
+    // fiber: it parks, and pool fibers run them, so every fiber that runs a
+    // task is reported (it costs a task that waits: the benchmark's W3e).
     FiberAttachedCallback OnFiberAttached = nullptr;
     FiberDetachedCallback OnFiberDetached = nullptr;
 
