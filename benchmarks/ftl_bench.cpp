@@ -469,37 +469,28 @@ std::vector<TargetVerdict> JudgeTargets(bench::Table const &table, unsigned thre
                 withClosures - withTasks <= 2.0});
         }
     }
-    {
-        Together const *both = measuredTogether("G1");
-        double const graph = both != nullptr ? both->First : MedianOf(table, "G1", "ftl");
-        double const tasks = both != nullptr ? both->Second : MedianOf(table, "W1", "ftl");
-        if (graph > 0 && tasks > 0) {
+    // A target on the ratio of two of ftl's figures: first's at most
+    // `limit` times second's.
+    auto const ratioTarget = [&](char const *first, char const *firstName, char const *second,
+                                 char const *secondName, char const *unit, double limit) {
+        Together const *both = measuredTogether(first);
+        double const a = both != nullptr ? both->First : MedianOf(table, first, "ftl");
+        double const b = both != nullptr ? both->Second : MedianOf(table, second, "ftl");
+        if (a > 0 && b > 0) {
             verdicts.push_back(TargetVerdict{
-                Format(
-                    "G1: a TaskGraph node %s ns, a W1 task %s ns = %.2fx%s; target <= 1.00x",
-                    bench::FormatValue(graph).c_str(), bench::FormatValue(tasks).c_str(), graph / tasks,
-                    both != nullptr
-                        ? TogetherIn(*both).c_str()
-                        : MeasuredIn(table.Find("G1", "ftl"), "G1", table.Find("W1", "ftl"), "W1").c_str()),
-                graph <= tasks});
+                Format("%s: %s %s %s, %s %s %s = %.2fx%s; target <= %.2fx", first, firstName,
+                       bench::FormatValue(a).c_str(), unit, secondName, bench::FormatValue(b).c_str(), unit,
+                       a / b,
+                       both != nullptr
+                           ? TogetherIn(*both).c_str()
+                           : MeasuredIn(table.Find(first, "ftl"), first, table.Find(second, "ftl"), second)
+                                 .c_str(),
+                       limit),
+                a <= limit * b});
         }
-    }
-    {
-        Together const *both = measuredTogether("P1");
-        double const loop = both != nullptr ? both->First : MedianOf(table, "P1", "ftl");
-        double const byHand = both != nullptr ? both->Second : MedianOf(table, "P1h", "ftl");
-        if (loop > 0 && byHand > 0) {
-            verdicts.push_back(TargetVerdict{
-                Format(
-                    "P1: ParallelFor %s ns, AddTasks batches by hand (P1h) %s ns per element = %.2fx%s; "
-                    "target <= 1.05x",
-                    bench::FormatValue(loop).c_str(), bench::FormatValue(byHand).c_str(), loop / byHand,
-                    both != nullptr
-                        ? TogetherIn(*both).c_str()
-                        : MeasuredIn(table.Find("P1", "ftl"), "P1", table.Find("P1h", "ftl"), "P1h").c_str()),
-                loop <= 1.05 * byHand});
-        }
-    }
+    };
+    ratioTarget("G1", "a TaskGraph node", "W1", "a W1 task", "ns", 1.0);
+    ratioTarget("P1", "ParallelFor", "P1h", "AddTasks batches by hand (P1h)", "ns per element", 1.05);
     {
         PeerBest const best = BestPeer(table, {"W4"});
         Together const *both = measuredWithPeer("W4", best.Column);

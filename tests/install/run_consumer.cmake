@@ -37,6 +37,17 @@ set(config_args)
 if(CONFIG)
     set(config_args --config "${CONFIG}")
 endif()
+# The generator, compiler and build type of a configure step.
+set(toolchain_args)
+if(GENERATOR)
+    list(APPEND toolchain_args -G "${GENERATOR}")
+endif()
+if(CXX_COMPILER)
+    list(APPEND toolchain_args "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
+endif()
+if(CONFIG)
+    list(APPEND toolchain_args "-DCMAKE_BUILD_TYPE=${CONFIG}")
+endif()
 if(SHARED_FROM)
     # Without TLS descriptors, a libftl.so that dlopen loads keeps its
     # thread-local state in dynamic TLS (with them, glibc may find it room in
@@ -44,16 +55,7 @@ if(SHARED_FROM)
     # its thread's state, and the program that links libftl.so the inlined
     # one.
     set(library_args -S "${SHARED_FROM}" -B "${BUILD_DIR}" -DBUILD_SHARED_LIBS=ON -DFTL_BUILD_TESTS=OFF
-        -DFTL_BUILD_EXAMPLES=OFF -DFTL_BUILD_BENCHMARKS=OFF -DFTL_HAVE_TLS_DIALECT_GNU2=OFF)
-    if(GENERATOR)
-        list(APPEND library_args -G "${GENERATOR}")
-    endif()
-    if(CXX_COMPILER)
-        list(APPEND library_args "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
-    endif()
-    if(CONFIG)
-        list(APPEND library_args "-DCMAKE_BUILD_TYPE=${CONFIG}")
-    endif()
+        -DFTL_BUILD_EXAMPLES=OFF -DFTL_BUILD_BENCHMARKS=OFF -DFTL_HAVE_TLS_DIALECT_GNU2=OFF ${toolchain_args})
     run_step("configure a shared library" "${CMAKE_COMMAND}" ${library_args})
     run_step("build libftl.so" "${CMAKE_COMMAND}" --build "${BUILD_DIR}" --parallel 2 ${config_args})
 endif()
@@ -74,16 +76,8 @@ set(configure_args
     "-DCMAKE_PREFIX_PATH=${prefix}"
     # Only the scratch prefix may provide ftl: no package registries.
     -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
-    -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF)
-if(GENERATOR)
-    list(APPEND configure_args -G "${GENERATOR}")
-endif()
-if(CXX_COMPILER)
-    list(APPEND configure_args "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
-endif()
-if(CONFIG)
-    list(APPEND configure_args "-DCMAKE_BUILD_TYPE=${CONFIG}")
-endif()
+    -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF
+    ${toolchain_args})
 if(SHARED_FROM)
     list(APPEND configure_args -DFTL_EXPECT_SHARED=ON)
     file(GLOB shared_libraries "${prefix}/*/libftl.so*")
