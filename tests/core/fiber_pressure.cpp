@@ -104,9 +104,11 @@ TEST_CASE("Children pinned across workers do not pile up parked fibers", "[press
     REQUIRE(without.Calls == FibCalls(kN));
     INFO("peak fibers: " << on.FibersPeak << " under pressure, " << without.FibersPeak << " without");
     // Two workers' shares and depths, and slack for the patience's takes
-    // (53-102 in the plain build; a sanitizer's slower tasks and clock make
-    // for more of those takes: up to 147 seen under ASan).
-    constexpr unsigned kSlack = ftl_test::kSlowBuild ? 4 : 2;
+    // (53-102 in the plain build on a quiet host; slower tasks make for
+    // more of those takes: up to 147 seen under ASan, 155 in the Clang
+    // build beside another build). The ratio below is what tells the
+    // mechanism apart.
+    constexpr unsigned kSlack = 4;
     CHECK(on.FibersPeak <= kSlack * kPool);
     CHECK(on.FibersPeak * 3 < without.FibersPeak * 2);
 }
