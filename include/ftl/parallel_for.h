@@ -21,7 +21,6 @@
 
 #include <cstddef>
 #include <iterator>
-#include <limits>
 #include <mutex>
 #include <type_traits>
 #include <utility>
