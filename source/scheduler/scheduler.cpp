@@ -539,20 +539,14 @@ int Scheduler::WorkerOnCallersCpu() const {
     return -1;
 }
 
-bool Scheduler::AnyWorkVisible(Worker const &worker, bool othersTasks) const {
-    // Its own pinned fibers and tasks and yielded fibers, then everything
-    // any worker may take.
-    if (!worker.Pinned().LooksEmpty() || !worker.PinnedTasksLookEmpty() || worker.HasYielded()) {
+bool Scheduler::AnyWorkVisible(Worker const &worker, bool othersTasks, bool yielded) const {
+    // Every source of its find-work order, then what it may steal.
+    if (worker.Visible(Source::Global) || worker.Visible(Source::Tasks) ||
+        worker.Visible(Source::ReadyFiber) || (yielded && worker.Visible(Source::Yielded))) {
         return true;
     }
-    for (auto const &queue : m_global) {
-        if (!queue.LooksEmpty()) {
-            return true;
-        }
-    }
     for (unsigned i = 0; i < m_numWorkers; ++i) {
-        Worker const &other = m_workers[i];
-        if ((othersTasks || &other == &worker) ? !other.QueuesLookEmpty() : !other.ReadyLooksEmpty()) {
+        if (i != worker.Index() && m_workers[i].Stealable(othersTasks)) {
             return true;
         }
     }
@@ -661,8 +655,7 @@ void Scheduler::CheckDrain(Worker const &worker, bool yielding) {
     }
     // A pending timer will end a wait: not a stall.
     if (now - m_drainProgressNs.load(std::memory_order_relaxed) < kDrainStallNs || !m_timers.Empty() ||
-        !OthersStalled(worker.Index(), now, yielding) ||
-        (yielding ? AnyWorkVisibleButYielded(worker) : AnyWorkVisible(worker))) {
+        !OthersStalled(worker.Index(), now, yielding) || AnyWorkVisible(worker, true, !yielding)) {
         return;
     }
     // Reported once, by the first worker to see it.
@@ -695,23 +688,6 @@ bool Scheduler::OthersStalled(unsigned self, std::uint64_t now, bool yielding) c
         }
     }
     return true;
-}
-
-bool Scheduler::AnyWorkVisibleButYielded(Worker const &worker) const {
-    if (!worker.Pinned().LooksEmpty() || !worker.PinnedTasksLookEmpty()) {
-        return true;
-    }
-    for (auto const &queue : m_global) {
-        if (!queue.LooksEmpty()) {
-            return true;
-        }
-    }
-    for (unsigned i = 0; i < m_numWorkers; ++i) {
-        if (!m_workers[i].QueuesLookEmpty()) {
-            return true;
-        }
-    }
-    return false;
 }
 
 } // namespace detail

@@ -118,10 +118,11 @@ public:
     // thread but that worker: wakes it if it is parked (a thread outside the
     // scheduler on its CPU then yields to it, as in NotifyWork).
     void NotifyWorker(unsigned index, Waker waker);
-    // Whether `worker` could find work anywhere now (fence-free looks).
-    // othersTasks: also other workers' task deques (the ready deques and
-    // every queue `worker` owns or shares are always looked at).
-    bool AnyWorkVisible(Worker const &worker, bool othersTasks = true) const;
+    // Whether `worker` could find work anywhere now (Worker::Visible and
+    // Stealable). othersTasks: also other workers' task deques (the ready
+    // deques and every queue `worker` owns or shares are always looked at);
+    // yielded: its yielded fibers count as work.
+    bool AnyWorkVisible(Worker const &worker, bool othersTasks = true, bool yielded = true) const;
     // A call from a thread that is not one of this scheduler's workers (an
     // outside thread, or a task of another scheduler) that readies a fiber or
     // adds tasks. Once it has readied a fiber, that fiber may finish the last
@@ -199,8 +200,6 @@ private:
     // that call Yield since `now - kDrainPollNs`. (A parked worker leaves
     // the report to a yielding one, which names the yields.)
     bool OthersStalled(unsigned self, std::uint64_t now, bool yielding) const;
-    // AnyWorkVisible, with `worker`'s yielded fibers counting as no work.
-    bool AnyWorkVisibleButYielded(Worker const &worker) const;
     void StartTrace();
     void WriteTrace();
     static bool ExplainFault(std::uintptr_t address);

@@ -157,14 +157,11 @@ void Worker::Init(Scheduler *scheduler, GlobalQueue *globalQueues, unsigned inde
     m_index = index;
     m_cpu = cpu;
     m_rng = 0x9e3779b9u * (index + 1);
-    m_adaptiveInterval = mechanisms.AdaptiveGlobalInterval;
     m_readyFibersFirst = mechanisms.ReadyFibersFirst;
     m_nextSlot = mechanisms.NextSlot;
-    m_nextWakeOn = mechanisms.NextSlotWake && scheduler->NumWorkers() > 1;
-    m_stealBackoffOn = mechanisms.StealBackoff;
-    m_stealBatchOn = mechanisms.StealBatch;
-    m_globalInterval = m_adaptiveInterval ? static_cast<unsigned>(kGlobalQueueLatencyNs / kInitialAvgTaskNs)
-                                          : kFixedGlobalInterval;
+    m_interval.Init(mechanisms.AdaptiveGlobalInterval);
+    m_steal.Init(mechanisms.StealBackoff, mechanisms.StealBatch);
+    m_nextWake.Init(mechanisms.NextSlotWake && scheduler->NumWorkers() > 1);
 }
 
 // ---- The thread ----
@@ -401,9 +398,9 @@ void Worker::TraceSteal(unsigned victim) {
 
 bool Worker::FindWork(TaskItem &item) {
     JudgeNextWake();
-    m_pressure.Floor(m_avgTaskNs);
+    m_pressure.Floor(m_interval.AvgItemNs());
     m_passedWork = false;
-    bool const globalTurn = m_globalCountdown == 0;
+    bool const globalTurn = GlobalTurn();
     if (globalTurn) {
         // The global queue's turn comes about every millisecond of work:
         // the scheduling point where a busy worker fires due timers.
@@ -411,7 +408,7 @@ bool Worker::FindWork(TaskItem &item) {
     }
     bool const found = WalkOrder([&](Source source) { return Take(source, item); });
     if (globalTurn) {
-        m_globalCountdown = m_globalInterval; // the turn was taken, work or not
+        GlobalTurnTaken(); // work or not
     }
     if (__builtin_expect(m_passedWork, false)) {
         // The patience runs on whatever else this search took (a fiber that
@@ -563,110 +560,22 @@ std::uint32_t Worker::NextRandom() {
     return x;
 }
 
-// A task steal that kept the thief busy for less than this did not pay for
-// itself: taking a task from another core costs both cores a few cache-line
-// transfers (the R2 probe: 100 to 450 ns a round trip), and the victim
-// would have reached the task soon anyway. About twice the slow R2.
-constexpr std::uint64_t kWorthwhileStealNs = 1000;
-// A steal that did not pay still leads to no backoff when the victim's
-// tasks are worth a second core: its own items take kStealableTaskNs or
-// more (its tick figure, Worker::AvgTaskNs), and what its deque held at the
-// steal adds up to kStealableBacklogNs or more. Only the batch was too
-// small, and the next one is sized to pay. Batches of 1,000 tasks that each
-// run a chain of N multiply-adds, each batch waited for, at 2 workers over
-// 1 (medians of 5-7 runs in turn, the 2-vCPU Intel host), with every short
-// steal backed off: N = 400 (620 ns a task) 0.98, N = 200 (about 300 ns)
-// 0.96-1.01, N = 150 (210 ns) 1.06-1.12, one worker running 98-99% of the
-// tasks. With the backoff off altogether, N = 100 (140 ns) took 0.89 times
-// the 1-worker time and N = 30 (43 ns) 2.2 times: a second core starts to
-// pay at about 100 ns. The backlog: G1's graph nodes run 16 to a task of
-// about 300 ns, some 60 tasks a run, and every run ends in one fan-in.
-// Without the backlog condition, the thief ran 22-43% of them and G1 took
-// 1.15-1.55 times its 1-worker time, against 1.05-1.06 with it.
-constexpr std::uint64_t kStealableTaskNs = 150;
-constexpr std::uint64_t kStealableBacklogNs = 50000;
-// At most this many looks (spin rounds, FindWork calls) pass without one at
-// other workers' task deques after worthless steals: 64 spin rounds, roughly
-// 20 to 60 us.
-constexpr unsigned kMaxStealBackoff = 64;
-
-// A task steal takes up to this many tasks at once, at most half of what the
-// victim's deque holds: the first runs, the rest go to the thief's own deque
-// (StealMore). A steal whose tasks kept the thief busy for kLongStealNs or
-// more doubles the next batch, up to kMaxStealBatch; one that did not pay
-// sizes the next batch to what would have (tasks worth a core, above), or
-// brings it back to kMinStealBatch. W5 (tasks of 100 locks) at 2 workers
-// took 1.25 to 1.36 times its 1-worker time with one task a steal: the
-// thief's every task brought the lock over and gave it back. Fixed batches
-// of 32 slowed W2 (empty consumer tasks) by 20%, and a floor of 8 slowed G1
-// (graph nodes) by about 15% in one full run; from one task, tiny tasks are
-// stolen as before.
-constexpr unsigned kMinStealBatch = 1;
-constexpr unsigned kMaxStealBatch = 64;
-constexpr std::uint64_t kLongStealNs = 16 * kWorthwhileStealNs;
-
-void Worker::JudgeSteal() {
-    std::uint64_t const busy = NowNs() - m_stealAt;
-    std::uint64_t const taken = m_stealTaken;
-    m_stealAt = 0;
-    if (busy >= kWorthwhileStealNs) {
-        if (busy >= kLongStealNs) {
-            m_stealBatch = std::min(2 * m_stealBatch, kMaxStealBatch);
-        }
-        m_stealBackoff = 0;
-        return;
-    }
-    // The victim's figure, not the thief's: a stolen task's time includes
-    // the misses on what it shares with the victim's tasks.
-    std::uint64_t const victimNs = m_scheduler->WorkerAt(m_stealVictim).AvgTaskNs();
-    if (victimNs >= kStealableTaskNs && m_stealBacklog >= kStealableBacklogNs / victimNs) {
-        // Tasks long enough to steal, too few of them: a batch that would
-        // have paid next time (at least twice this one), at once. The
-        // backoff's level stays: only a steal that paid ends it.
-        std::uint64_t const perTask = std::max<std::uint64_t>(busy / taken, 1); // a coarse clock may read 0
-        std::uint64_t const paying = kWorthwhileStealNs / perTask + 1;
-        if (m_stealBatchOn) {
-            m_stealBatch = static_cast<unsigned>(
-                std::min<std::uint64_t>(std::max<std::uint64_t>(paying, 2 * taken), kMaxStealBatch));
-        }
-        return;
-    }
-    m_stealBatch = kMinStealBatch;
-    if (!m_stealBackoffOn) {
-        m_stealBackoff = 0;
-        return;
-    }
-    m_stealBackoff = std::min(m_stealBackoff == 0 ? 1u : 2 * m_stealBackoff, kMaxStealBackoff);
-    m_stealSkip = m_stealBackoff;
-}
-
-bool Worker::MayStealTasks() {
-    if (m_stealAt != 0) {
-        JudgeSteal();
-    }
-    if (m_stealSkip == 0) {
-        return true;
-    }
-    --m_stealSkip;
-    return false;
-}
-
 // One Steal per task, each safe on its own against the owner's pops (a single
 // compare-exchange on the top for several tasks is not: the owner takes tasks
 // above the top without one).
 unsigned Worker::StealMore(TaskDeque &deque, unsigned queue, std::int64_t size) {
-    std::int64_t const want = std::min<std::int64_t>(size / 2, m_stealBatch) - 1;
-    std::int64_t n = 0;
+    unsigned const want = m_steal.MoreToTake(size);
+    unsigned n = 0;
     TaskItem item;
     while (n < want && deque.Steal(item)) {
         m_tasks[queue].Push(item);
         ++n;
     }
     if (n > 0) {
-        AddOwned(m_stolen, static_cast<std::uint64_t>(n));
+        AddOwned(m_stolen, n);
         m_scheduler->NotifyWork(Scheduler::Waker::Worker);
     }
-    return static_cast<unsigned>(n);
+    return n;
 }
 
 bool Worker::Steal(TaskItem &item) {
@@ -708,13 +617,9 @@ bool Worker::Steal(TaskItem &item) {
             TaskDeque &deque = victim.m_tasks[queue];
             std::int64_t const size = deque.SizeHint();
             if (size > 0 && deque.Steal(item)) {
-                unsigned const more = m_stealBatchOn ? StealMore(deque, queue, size) : 0;
-                if (m_stealBackoffOn || m_stealBatchOn) {
-                    m_stealAt = NowNs(); // judged at the next look (MayStealTasks)
-                    m_stealTaken = static_cast<std::uint16_t>(1 + more);
-                    m_stealVictim = static_cast<std::uint16_t>(victimIndex);
-                    m_stealBacklog = static_cast<std::uint32_t>(std::min<std::int64_t>(size, 1 << 30));
-                }
+                unsigned const more = StealMore(deque, queue, size);
+                // Judged at the next look (MayStealTasks).
+                m_steal.Stole(NowNs(), 1 + more, size, &victim.m_sharedAvgTaskNs);
                 AddOwned(m_stolen, 1);
                 if (m_trace != nullptr) {
                     TraceSteal(victimIndex);
@@ -729,34 +634,6 @@ bool Worker::Steal(TaskItem &item) {
 
 // ---- The next slot ----
 
-// The wake for a held slot costs the readying task a futex wake and the
-// woken worker a search. It pays when the task goes on running long after
-// it, and is wasted when the task soon waits or ends (a hand-off through a
-// condition variable: the notifier waits right after): the fiber would not
-// have waited long anyway, and the woken worker may even take it away from
-// the core its data is on. So a worker judges its wake when its task next
-// waits (Park) or ends (FindWork): within kNextWakePaysNs of the wake, it
-// was wasted, and the next 1, 2, 4, ... up to kMaxNextWakeBackoff such
-// fills wake nobody; later, it paid, and the backoff ends (so does it when
-// the task fills the slot again that long after the wake: that fill may
-// need a wake of its own). Inline children (help.cpp) run in their
-// parent's turn: a wake one makes is judged when the parent next waits or
-// ends. The backoff stays with the worker, so that a hand-off that moves
-// to another worker and back does not start it over, and fades once the
-// latest wasted wake is kNextWakeFadeNs older than the worker's tick
-// start (see KeepReadied). Tens of microseconds is what the woken worker
-// takes to wake and look twice on the benchmark host: a task that waits
-// sooner gains little from the wake. Two tasks handing
-// turns through a condition variable, with the other worker idle, took
-// 1.03 to 1.07 times as long a hand-off as with no wake at all (medians of
-// 10 runs in turn, three sets; each run a new scheduler, whose backoff
-// starts from nothing). With the backoff reset whenever a worker went idle,
-// every move of the pair restarted it and its early wakes made more moves:
-// a median of 1.26 times, single runs up to 4.3.
-constexpr std::uint64_t kNextWakePaysNs = 50000;
-constexpr std::uint64_t kNextWakeFadeNs = 1000000;
-constexpr unsigned kMaxNextWakeBackoff = 1024;
-
 void Worker::KeepReadied(Fiber *fiber, bool goesOn) {
     auto const word = reinterpret_cast<std::uintptr_t>(fiber) | (++m_nextFills & kNextFillMask);
     // Release: a thief that takes the word sees the fiber readied. Only the
@@ -769,30 +646,8 @@ void Worker::KeepReadied(Fiber *fiber, bool goesOn) {
         m_ready.Push(reinterpret_cast<Fiber *>(old & ~kNextFillMask));
         m_scheduler->NotifyWork(Scheduler::Waker::Worker);
     }
-    if (!goesOn || !m_nextWakeOn) {
+    if (!goesOn || !m_nextWake.WantsWake(m_tickStartNs, NowNs)) {
         return;
-    }
-    if (m_nextWakeAt != 0) {
-        // A wake not judged yet: the task has gone on since. While the
-        // woken worker may still be looking (it takes whatever the slot
-        // holds once it has seen it twice), no other; after that, the wake
-        // paid, and this fill may need one of its own (it may have parked).
-        if (NowNs() - m_nextWakeAt < kNextWakePaysNs) {
-            return;
-        }
-        JudgeNextWakeSlow(); // paid: the backoff ends
-    } else if (m_nextWakeSkip != 0) {
-        // The backoff fades once the latest wasted wake is kNextWakeFadeNs
-        // older than the tick's start: a clock read at every idle and at
-        // every tick (128 items), where reading one here costs a hand-off
-        // through a condition variable 10-30%. It misses a task that starts
-        // soon after the hand-offs and goes on long: its fills are still
-        // skipped.
-        if (m_tickStartNs < m_nextWakeWastedAt + kNextWakeFadeNs) {
-            --m_nextWakeSkip;
-            return;
-        }
-        m_nextWakeSkip = 0; // faded: this wake's judgement starts the level over
     }
     // A worker already searching sees the fill on its looks; a parked one
     // is woken as for queued work (none under Spin or Yield, where workers
@@ -803,25 +658,8 @@ void Worker::KeepReadied(Fiber *fiber, bool goesOn) {
     IdleState &idle = m_scheduler->Idle();
     if (m_scheduler->Behavior() == EmptyQueueBehavior::Sleep && idle.AnyLooksParked() &&
         idle.NumSearching() == 0 && idle.Notify() >= 0) {
-        m_nextWakeAt = NowNs();
+        m_nextWake.Woke(NowNs());
     }
-}
-
-void Worker::JudgeNextWakeSlow() {
-    std::uint64_t const now = NowNs();
-    bool const paid = now - m_nextWakeAt >= kNextWakePaysNs;
-    m_nextWakeAt = 0;
-    if (paid) {
-        m_nextWakeBackoff = 0;
-        m_nextWakeSkip = 0;
-        return;
-    }
-    if (now - m_nextWakeWastedAt >= kNextWakeFadeNs) {
-        m_nextWakeBackoff = 0; // faded: start over from one
-    }
-    m_nextWakeWastedAt = now;
-    m_nextWakeBackoff = std::min(m_nextWakeBackoff == 0 ? 1u : 2 * m_nextWakeBackoff, kMaxNextWakeBackoff);
-    m_nextWakeSkip = m_nextWakeBackoff;
 }
 
 Fiber *Worker::TakeNext() {
@@ -894,39 +732,13 @@ void Worker::PushYielded(Fiber *fiber) {
     m_yieldedTail = fiber;
 }
 
-bool Worker::QueuesLookEmpty() const {
-    for (auto const &deque : m_tasks) {
-        if (!deque.LooksEmpty()) {
-            return false;
-        }
-    }
-    return m_ready.LooksEmpty();
-}
-
 // ---- The tick ----
 
 void Worker::EndTick() {
     if (m_itemsThisTick != 0) {
-        // EWMA of the time per item (alpha = 0.1, as in Volt): thieves judge
-        // their steals from this worker by it (JudgeSteal), and with
-        // AdaptiveGlobalInterval the global queue is checked about once per
-        // kGlobalQueueLatencyNs.
         std::uint64_t const now = NowNs();
-        std::uint64_t const sample = (now - m_tickStartNs) / m_itemsThisTick;
-        std::uint64_t const avg = (sample + 9 * m_avgTaskNs) / 10;
-        m_avgTaskNs = avg == 0 ? 1 : avg;
-        // What a thief judges by: the lower of the tick's own figure and
-        // the average, so that neither the average's start (a guess of 50
-        // us) nor one long item among tiny ones makes tiny tasks look worth
-        // stealing.
-        m_sharedAvgTaskNs.store(std::min(sample, m_avgTaskNs), std::memory_order_relaxed);
-        if (m_adaptiveInterval) {
-            std::uint64_t const interval = kGlobalQueueLatencyNs / m_avgTaskNs;
-            m_globalInterval =
-                static_cast<unsigned>(interval < kMinGlobalInterval
-                                          ? kMinGlobalInterval
-                                          : (interval > kMaxGlobalInterval ? kMaxGlobalInterval : interval));
-        }
+        m_sharedAvgTaskNs.store(m_interval.TickEnded(now - m_tickStartNs, m_itemsThisTick),
+                                std::memory_order_relaxed);
         m_tickStartNs = now;
     }
     m_budget = kBudgetPerTick;

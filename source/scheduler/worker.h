@@ -17,6 +17,9 @@
 #include "ftl/stats.h"
 #include "platform/fault.h"
 #include "platform/platform.h"
+#include "policy/global_interval.h"
+#include "policy/next_wake.h"
+#include "policy/steal.h"
 #include "queue/fiber_inbox.h"
 #include "queue/global_queue.h"
 #include "queue/task_item.h"
@@ -39,19 +42,9 @@ namespace detail {
 class Scheduler;
 struct WaitNode;
 
-// Tuning constants. Each says where it comes from.
-// 128 items a tick before maintenance: Tokio's and Volt's BUDGET_PER_TICK.
+// Items a tick before its maintenance (the moving average, due timers):
+// Tokio's and Volt's BUDGET_PER_TICK.
 constexpr unsigned kBudgetPerTick = 128;
-// Global-queue check interval bounds and the latency target it is derived
-// from (interval = target / average item time), from Volt. The benchmark's
-// probe M1 measures it: about 0.5 ms with the adaptive interval, 4-6 ms with
-// the fixed one.
-constexpr unsigned kMinGlobalInterval = 8;
-constexpr unsigned kMaxGlobalInterval = 255;
-constexpr std::uint64_t kGlobalQueueLatencyNs = 1000000;
-constexpr std::uint64_t kInitialAvgTaskNs = 50000;
-// With AdaptiveGlobalInterval off: a fixed interval in the same range.
-constexpr unsigned kFixedGlobalInterval = 31;
 
 using TaskDeque = WorkDeque<TaskItem, TaskCell>;
 using FiberDeque = WorkDeque<Fiber *, PointerCell<Fiber *>>;
@@ -138,13 +131,8 @@ public:
     Source NextSource(bool heldTasks);
     bool TakeReadyFiber(Fiber *&fiber);
     // At a scheduling point of this worker (its task waits or ended): did
-    // the wake made for the slot since pay? (See kNextWakePaysNs.)
-    void JudgeNextWake() {
-        if (m_nextWakeAt != 0) {
-            JudgeNextWakeSlow();
-        }
-    }
-    void JudgeNextWakeSlow();
+    // the wake made for the slot since pay? (NextWakePolicy.)
+    void JudgeNextWake() { m_nextWake.AtSchedulingPoint(NowNs); }
     // Moves the next slot's fiber, if any, to the ready deque, where every
     // worker may take it, and wakes one for it (a relaxed load when empty).
     void PublishNext();
@@ -211,7 +199,7 @@ public:
     // goesOn: the readying task usually goes on running (an unlock, a
     // notify), so a parked worker is woken to take the fiber when nobody is
     // searching, unless this worker's recent such wakes were wasted (see
-    // kNextWakePaysNs).
+    // NextWakePolicy).
     void KeepReadied(Fiber *fiber, bool goesOn);
     // Whether a fiber readied now may wait in the next slot: not when the
     // Init thread readies it from its own code, outside any task (its own
@@ -226,17 +214,25 @@ public:
     bool SeesHeldNext();
     FiberInbox &Pinned() { return m_pinned; }
     FiberInbox const &Pinned() const { return m_pinned; }
-    bool QueuesLookEmpty() const; // the task and ready deques (others may read them)
-    bool ReadyLooksEmpty() const { return m_ready.LooksEmpty(); }
+    // Visible work, the one definition every look uses (fence-free, so the
+    // answer may be stale by the time it is used; the take decides).
+    // Whether `source` holds work this worker may take; `heldTasks`: the
+    // caller holds tasks of this worker's deques (an inline loop's hand),
+    // which count as visible Tasks. (Steal: see Stealable.)
+    __attribute__((always_inline)) bool Visible(Source source, bool heldTasks = false) const;
+    // Whether other workers may steal from this one: its ready deque, and
+    // with `tasks` its task deques.
+    bool Stealable(bool tasks) const {
+        return !m_ready.LooksEmpty() || (tasks && !(m_tasks[0].LooksEmpty() && m_tasks[1].LooksEmpty()));
+    }
     std::uint32_t Searches() const { return m_searches.load(std::memory_order_relaxed); }
     // Owner-only: a plain increment.
     void CountSearch() {
         m_searches.store(m_searches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
     // Whether this look (a spin round's, or Steal's) may take in other
-    // workers' task deques: not for a while after task steals that did not
-    // pay for themselves (see Steal). Counts the look.
-    bool MayStealTasks();
+    // workers' task deques (StealPolicy). Counts the look.
+    bool MayStealTasks() { return m_steal.MayLook(NowNs); }
     // Fibers that called Yield (owner only): they run after everything
     // queued on this worker.
     void PushYielded(Fiber *fiber);
@@ -249,7 +245,6 @@ public:
     }
     void CountAdded(std::uint64_t n) { AddOwned(m_tasksAdded, n, std::memory_order_release); }
     std::uint64_t Added() const { return m_tasksAdded.load(std::memory_order_acquire); }
-    std::uint64_t AvgTaskNs() const { return m_sharedAvgTaskNs.load(std::memory_order_relaxed); }
     std::uint64_t Finished() const { return m_tasksFinished.load(std::memory_order_acquire); }
     // This worker's part of GetStats (its counts; Parks and WakeUps are the
     // idle state's, the busy time the scheduler's).
@@ -277,7 +272,6 @@ private:
     // Always inlined: every caller passes a constant source (WalkOrder), so
     // the switch folds away and each step of the order costs no call.
     __attribute__((always_inline)) bool Take(Source source, TaskItem &item);
-    __attribute__((always_inline)) bool Visible(Source source, bool heldTasks) const;
     bool TakeTask(TaskItem &item);
     bool TakeGlobal(TaskItem &item);
     bool Steal(TaskItem &item);
@@ -292,7 +286,6 @@ private:
     // Whether `word` is the slot fill of worker `victim` seen at the
     // previous look; remembers it when not.
     bool SeenBefore(unsigned victim, std::uintptr_t word);
-    void JudgeSteal();
     // The next slot: a Fiber pointer (64-byte aligned) with a fill count in
     // its low bits, so that a thief tells a fill it saw before from a new
     // fill of the same fiber.
@@ -302,6 +295,9 @@ private:
     // Whether the tick's first item is due (it comes from the source the
     // order otherwise puts second: the task deques when ready fibers go first).
     bool TasksFirst() const { return (m_itemsThisTick == 0) == m_readyFibersFirst; }
+    // Whether the global queue's turn is due; its end (taken, or found empty).
+    bool GlobalTurn() const { return m_globalCountdown == 0; }
+    void GlobalTurnTaken() { m_globalCountdown = m_interval.Interval(); }
     void EndTick();
     Worker *RunItem(Fiber *self, TaskItem const &item);
     // The task's finish: every task that ends, on any path, ends here.
@@ -353,37 +349,18 @@ private:
     unsigned m_budget = kBudgetPerTick;
     unsigned m_itemsThisTick = 0;
     std::uint64_t m_tickStartNs = 0;
-    std::uint64_t m_avgTaskNs = kInitialAvgTaskNs;
-    unsigned m_globalInterval = kFixedGlobalInterval;
     // Items left before the global queue's turn comes (0: it is due now).
     unsigned m_globalCountdown = 0;
-    bool m_adaptiveInterval = true;
     bool m_readyFibersFirst = true;
     bool m_nextSlot = true;
-    // Steal backoff (Steal, MayStealTasks): when the last task steal
-    // happened (0: judged already), the looks to skip after the next
-    // worthless one, and the looks left to skip now.
-    bool m_stealBackoffOn = true;
-    bool m_stealBatchOn = true;
-    std::uint16_t m_stealTaken = 1;  // the tasks that steal took
-    std::uint16_t m_stealVictim = 0; // and from which worker
-    std::uint64_t m_stealAt = 0;
-    std::uint32_t m_stealBacklog = 0; // the tasks its victim's deque held
-    unsigned m_stealBackoff = 0;
-    unsigned m_stealSkip = 0;
-    // The most tasks the next task steal takes (worker.cpp, kMinStealBatch).
-    unsigned m_stealBatch = 1;
     // Next-slot fiber taken this many times in a row while older ready
     // fibers waited (see TakeReadyFiber).
     unsigned m_nextStreak = 0;
     std::uintptr_t m_nextFills = 0;
-    // The wake for a held slot (KeepReadied): when the last one was made
-    // (0: judged, or none), and the backoff after wasted ones.
-    std::uint64_t m_nextWakeAt = 0;
-    std::uint64_t m_nextWakeWastedAt = 0; // the latest wasted one's judgement
-    unsigned m_nextWakeBackoff = 0;
-    unsigned m_nextWakeSkip = 0;
-    bool m_nextWakeOn = true; // the switch, and more than one worker
+    // The adaptive policies: each owns its state and constants.
+    GlobalIntervalPolicy m_interval;
+    StealPolicy m_steal;
+    NextWakePolicy m_nextWake;
     // Steal's memory of the last slot fill it saw: the victim and the word.
     unsigned m_seenNextVictim = 0;
     std::uintptr_t m_seenNext = 0;
@@ -423,7 +400,7 @@ private:
     std::atomic<std::uint64_t> m_tasksFinished{0};
     // The time an item takes on this worker as of its latest tick (EndTick;
     // 0 before the first), for a thief's judgement of a steal from it
-    // (JudgeSteal).
+    // (StealPolicy).
     std::atomic<std::uint64_t> m_sharedAvgTaskNs{0};
     // For GetStats, the same way: the owner counts, anyone reads.
     std::atomic<std::uint64_t> m_stolen{0};
@@ -514,9 +491,9 @@ inline Worker *CurrentWorkerNoSwitch() {
 
 template <class Visit>
 bool Worker::WalkOrder(Visit &&visit) const {
-    bool const globalFirst = m_globalCountdown == 0;
+    bool const globalFirst = GlobalTurn();
     bool const tasksFirst = TasksFirst();
-    // 1. The global queue's turn, every m_globalInterval items (invariant 9).
+    // 1. The global queue's turn, every m_interval.Interval() items (invariant 9).
     if (globalFirst && visit(Source::Global)) {
         return true;
     }
@@ -545,7 +522,7 @@ bool Worker::WalkOrder(Visit &&visit) const {
 }
 
 inline Source Worker::NextSource(bool heldTasks) {
-    bool const globalTurn = m_globalCountdown == 0;
+    bool const globalTurn = GlobalTurn();
     Source next = Source::None;
     WalkOrder([&](Source source) {
         if (source != Source::Steal && Visible(source, heldTasks)) {
@@ -555,12 +532,13 @@ inline Source Worker::NextSource(bool heldTasks) {
         return false;
     });
     if (globalTurn && next != Source::Global) {
-        m_globalCountdown = m_globalInterval;
+        GlobalTurnTaken(); // the queue is empty: its turn is over
     }
     return next;
 }
 
 inline bool Worker::Visible(Source source, bool heldTasks) const {
+    static_assert(kNumPriorities == 2, "two queues a kind");
     switch (source) {
     case Source::Global:
         return !m_global[0].LooksEmpty() || !m_global[1].LooksEmpty();

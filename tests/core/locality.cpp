@@ -306,7 +306,7 @@ unsigned WhereReadiedFiberRuns(ftl::TaskScheduler &ts, Readying how) {
         }
         // And on, as a task that goes on running does: a task that ends
         // within tens of microseconds of the wake makes the worker wake for
-        // fewer such fills (kNextWakePaysNs), and the next round's would
+        // fewer such fills (NextWakePolicy::kPaysNs), and the next round's would
         // then wake nobody.
         SpinFor(std::chrono::milliseconds(1));
     };

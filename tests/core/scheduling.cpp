@@ -240,7 +240,7 @@ void ChainLink(ftl::TaskScheduler *ts, void *arg) {
 TEST_CASE("The global queue is not starved by local work", "[scheduling]") {
     // One worker runs an endless chain of local High-priority tasks. A task
     // added from an outside thread goes to the global queue, which the worker
-    // checks every m_globalInterval items (at most 255): it must run long
+    // checks every GlobalIntervalPolicy::Interval() items (at most 255): it must run long
     // before the chain would end on its own.
     ftl::detail::Mechanisms mechanisms;
     mechanisms.AdaptiveGlobalInterval = GENERATE(true, false);
