@@ -8,9 +8,10 @@ void IdleState::Init(unsigned numWorkers, bool limitSearchers, bool spinBeforePa
     m_numWorkers = numWorkers;
     m_limitSearchers = limitSearchers;
     m_spinBeforePark = spinBeforePark;
-    m_adaptiveSpin = adaptiveSpin;
-    m_maxSpinNs = maxSpinNs;
     m_slots.reset(new Slot[numWorkers]);
+    for (unsigned i = 0; i < numWorkers; ++i) {
+        m_slots[i].Spin.Init(adaptiveSpin, maxSpinNs);
+    }
 }
 
 bool IdleState::TryBecomeSearcher() {

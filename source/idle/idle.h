@@ -28,6 +28,7 @@
 
 #include "ftl/task_scheduler.h"
 #include "platform/platform.h"
+#include "policy/spin.h"
 
 #include <algorithm>
 #include <atomic>
@@ -46,34 +47,12 @@ constexpr unsigned kMaxWorkers = 256;
 // once (W7 stays far below 0.02 cpu-s per 2 s).
 constexpr unsigned kSpinRounds = 64;
 constexpr unsigned kSpinPauses = 32;
-// Adaptive spin: a worker skips the spin after this many spins in a row that
-// found nothing and were followed by a sleep longer than the spin itself (a
-// longer spin would not have caught the work either). The first sleep that
-// ends within one spin's length brings the spin back. Besides the CPU time,
-// a spin that misses costs the next wake-up: after spinning, a worker woken
-// by a thread on its own CPU no longer preempts that thread (Linux's EEVDF
-// scheduler counts the spin against it) and waits for it to block; W8 took
-// about 9 us instead of 5.
-constexpr unsigned kSpinMissLimit = 2;
-// The adaptive spin also learns gaps: a worker claimed by a waker within a
-// bound (kMaxSpinNs unless TaskSchedulerInitOptions::MaxIdleSpinMicros says
-// otherwise) of the start of its idling (its spin and its sleep) spins 1.5
-// times that long the next time, up to the bound, so that a producer with
-// gaps that short (a main thread's own work between batches of jobs, W1f)
-// finds it still searching and pays no futex wake (2-4 us on a KVM host,
-// 3-5% of a 65 us frame). Any other sleep that outlasts the spin, and any
-// idling longer than the bound, drops the learned length again; a sleep a
-// timer's poll ends teaches nothing (the timed wait is on time without a
-// spin). The default bound is the one Linux's haltpoll idle governor uses
-// for a guest's CPUs.
-constexpr std::uint64_t kMaxSpinNs = 200000;
-
 class IdleState {
 public:
     // limitSearchers: a worker becomes a searcher only while fewer than half
     // the workers (or fewer than two) search (a measurement switch can lift it); spinBeforePark:
-    // look a while before parking; adaptiveSpin: only while spinning pays
-    // (kSpinMissLimit), and for as long as its recent gaps, up to maxSpinNs.
+    // look a while before parking; adaptiveSpin: only while spinning pays,
+    // and for as long as its recent gaps, up to maxSpinNs (SpinPolicy).
     void Init(unsigned numWorkers, bool limitSearchers, bool spinBeforePark, bool adaptiveSpin = true,
               std::uint64_t maxSpinNs = kMaxSpinNs);
 
@@ -138,14 +117,12 @@ public:
     bool Searching(unsigned self) const { return m_slots[self].Searching; }
     // Whether worker `self` spins before its next park (if it searches);
     // read by the owner, or by the tests while it is not idle.
-    bool SpinsBeforePark(unsigned self) const {
-        return m_spinBeforePark && (!m_adaptiveSpin || m_slots[self].SpinMisses < kSpinMissLimit);
-    }
+    bool SpinsBeforePark(unsigned self) const { return m_spinBeforePark && m_slots[self].Spin.Spins(); }
     // How long worker `self`'s last full spin took (0 before the first).
-    std::uint64_t LastSpinNs(unsigned self) const { return m_slots[self].SpinNs; }
+    std::uint64_t LastSpinNs(unsigned self) const { return m_slots[self].Spin.LastSpinNs(); }
     // How long worker `self`'s next spin lasts at least, learned from its
     // gaps (up to Init's maxSpinNs); 0: its kSpinRounds rounds only.
-    std::uint64_t LearnedSpinNs(unsigned self) const { return m_slots[self].SpinForNs; }
+    std::uint64_t LearnedSpinNs(unsigned self) const { return m_slots[self].Spin.LearnedNs(); }
     // Times worker `index` went to sleep, and times a waker claimed it.
     std::uint64_t Parks(unsigned index) const { return m_slots[index].Parks.load(std::memory_order_relaxed); }
     std::uint64_t WakeUps(unsigned index) const {
@@ -165,38 +142,10 @@ private:
         // Park's re-check, before any sleep, is not counted).
         std::atomic<std::uint64_t> Parks{0};
         std::atomic<std::uint64_t> WakeUps{0};
-        // The adaptive spin's state, the owner's alone: spins in a row that
-        // missed, how long the last full spin took, when the current idling
-        // began (its spin, or its park without one), and the spin's learned
-        // length.
-        unsigned SpinMisses = 0;
-        std::uint64_t SpinNs = 0;
-        std::uint64_t IdleFromNs = 0;
-        std::uint64_t SpinForNs = 0;
+        SpinPolicy Spin; // the owner's alone
     };
 
     static std::uint64_t Bit(unsigned index) { return std::uint64_t(1) << (index % 64); }
-    // After a sleep of `sleptNs`: would a spin have caught its end? `claimed`:
-    // a waker ended it (not a timer's poll).
-    void SleptFor(Slot &slot, std::uint64_t sleptNs, bool claimed) const {
-        std::uint64_t const gapNs = NowNs() - slot.IdleFromNs;
-        if (claimed && m_adaptiveSpin && gapNs <= m_maxSpinNs) {
-            slot.SpinMisses = 0;
-            slot.SpinForNs = std::min(m_maxSpinNs, gapNs + gapNs / 2);
-            return;
-        }
-        if (gapNs > m_maxSpinNs || sleptNs > slot.SpinNs) {
-            // Also after a sleep shorter than a learned spin: the gaps have
-            // grown past the bound, and spinning through most of each would
-            // waste it.
-            slot.SpinForNs = 0;
-        }
-        if (sleptNs <= slot.SpinNs) {
-            slot.SpinMisses = 0;
-        } else if (slot.SpinMisses < kSpinMissLimit) {
-            ++slot.SpinMisses;
-        }
-    }
     void Wake(unsigned index);
     template <class Hooks>
     void Park(unsigned self, Hooks &hooks);
@@ -215,8 +164,6 @@ private:
     unsigned m_numWorkers = 1;
     bool m_limitSearchers = true;
     bool m_spinBeforePark = true;
-    bool m_adaptiveSpin = true;
-    std::uint64_t m_maxSpinNs = kMaxSpinNs;
     alignas(64) std::atomic<std::uint64_t> m_parked[kMaxWorkers / 64] = {};
     // Always equal to the number of workers whose Searching is set: a claimed
     // worker counts itself once awake (AddClaimedSearcher), never its claimer
@@ -266,18 +213,19 @@ void IdleState::Idle(unsigned self, EmptyQueueBehavior behavior, Hooks &hooks) {
         spin = heldBack = hooks.WorkVisible();
     }
     std::uint64_t const from = NowNs();
-    slot.IdleFromNs = from;
+    slot.Spin.IdleBegan(from);
     if (spin) {
         // Past its rounds, a spin goes on for its learned length, unless a
         // timer or a drain check falls due before it ends (the spin does not
         // poll) or the hooks say stop.
         auto const goOn = [&] {
             std::uint64_t const spunNs = NowNs() - from;
-            if (spunNs >= slot.SpinForNs) {
+            std::uint64_t const spinNs = slot.Spin.LearnedNs();
+            if (spunNs >= spinNs) {
                 return false;
             }
             std::uint64_t const pollNs = hooks.PollNs();
-            return (pollNs == 0 || pollNs > slot.SpinForNs - spunNs) && !hooks.StopIdling(behavior);
+            return (pollNs == 0 || pollNs > spinNs - spunNs) && !hooks.StopIdling(behavior);
         };
         for (unsigned round = 0; round < kSpinRounds || goOn(); ++round) {
             for (unsigned i = 0; i < kSpinPauses; ++i) {
@@ -286,12 +234,12 @@ void IdleState::Idle(unsigned self, EmptyQueueBehavior behavior, Hooks &hooks) {
             EndSpin();
             if (hooks.SpinLook()) {
                 if (!heldBack) {
-                    slot.SpinMisses = 0;
+                    slot.Spin.SpinCaught();
                 }
                 return;
             }
         }
-        slot.SpinNs = NowNs() - from;
+        slot.Spin.SpinMissed(NowNs() - from);
     }
     Park(self, hooks);
 }
@@ -337,14 +285,16 @@ void IdleState::Park(unsigned self, Hooks &hooks) {
         hooks.Poll();
         bool claimed = false;
         if (LeaveIfWork(self, hooks, true, &claimed)) {
-            SleptFor(slot, NowNs() - sleptFrom, claimed);
+            std::uint64_t const now = NowNs();
+            slot.Spin.SleptFor(now, now - sleptFrom, claimed);
             return;
         }
     }
     AddClaimedSearcher(); // claimed: we wake as a searcher
     slot.Searching = true;
     AddOwned(slot.WakeUps, 1);
-    SleptFor(slot, NowNs() - sleptFrom, true);
+    std::uint64_t const now = NowNs();
+    slot.Spin.SleptFor(now, now - sleptFrom, true);
 }
 
 template <class Hooks>

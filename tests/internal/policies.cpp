@@ -10,19 +10,27 @@
 //   next 1, 2, 4, ... fills; one that paid ends that; the skips fade once the
 //   latest wasted wake is kFadeNs older than the tick start; no second wake
 //   while one waits for its judgement; the plain policy never wakes.
+// - SpinPolicy: spins that miss, each followed by a longer sleep, stop the
+//   spin after kMissLimit; a sleep a spin would have caught brings it back;
+//   a claim soon after the idling began teaches a spin of 1.5 times that
+//   gap, up to the bound, and a gap past the bound or a longer sleep drops
+//   it; a timer's poll teaches nothing; the plain policy always spins.
 // - GlobalIntervalPolicy: the interval follows the moving average of an
 //   item's time, within its bounds; the plain policy keeps kFixedInterval;
 //   the figure for thieves is the lower of the tick's own and the average.
 #include "policy/global_interval.h"
 #include "policy/next_wake.h"
+#include "policy/spin.h"
 #include "policy/steal.h"
 #include "test_support.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
 using ftl::detail::GlobalIntervalPolicy;
 using ftl::detail::NextWakePolicy;
+using ftl::detail::SpinPolicy;
 using ftl::detail::StealPolicy;
 
 namespace {
@@ -206,4 +214,65 @@ TEST_CASE("The global queue's interval follows the item time within its bounds",
     plain.Init(false);
     plain.TickEnded(1000000, 1);
     CHECK(plain.Interval() == GlobalIntervalPolicy::kFixedInterval);
+}
+
+TEST_CASE("Spins that keep missing stop until a sleep a spin would have caught", "[policy]") {
+    bool const adaptive = GENERATE(true, false);
+    CAPTURE(adaptive);
+    SpinPolicy policy;
+    policy.Init(adaptive, ftl::detail::kMaxSpinNs);
+    std::uint64_t now = 1000000000;
+    // An idling of a 20 us spin and a 1 ms sleep a timer's poll ended, twice.
+    for (unsigned i = 0; i < SpinPolicy::kMissLimit; ++i) {
+        REQUIRE(policy.Spins());
+        policy.IdleBegan(now);
+        now += 20000;
+        policy.SpinMissed(20000);
+        now += 1000000;
+        policy.SleptFor(now, 1000000, false);
+    }
+    CHECK(policy.Spins() == !adaptive);
+    CHECK(policy.LastSpinNs() == 20000);
+    // A park without a spin, whose sleep a spin would have caught.
+    policy.IdleBegan(now);
+    now += 15000;
+    policy.SleptFor(now, 15000, false);
+    CHECK(policy.Spins());
+    // A spin that finds work counts as a hit.
+    policy.IdleBegan(now);
+    policy.SpinMissed(20000);
+    policy.SleptFor(now + 2000000, 2000000, false);
+    policy.SpinCaught();
+    CHECK(policy.Spins());
+    CHECK(policy.LearnedNs() == 0);
+}
+
+TEST_CASE("A claim soon after idling began teaches the spin that gap and half again", "[policy]") {
+    std::uint64_t const bound = GENERATE(std::uint64_t{200000}, std::uint64_t{50000});
+    CAPTURE(bound);
+    SpinPolicy policy;
+    policy.Init(true, bound);
+    std::uint64_t now = 1000000000;
+    policy.IdleBegan(now);
+    now += 30000; // claimed 30 us after the idling began
+    policy.SleptFor(now, 10000, true);
+    CHECK(policy.LearnedNs() == std::min<std::uint64_t>(bound, 45000));
+    // A timer's poll teaches nothing and keeps what was learned when the
+    // sleep was no longer than the spin.
+    policy.SpinMissed(45000);
+    policy.IdleBegan(now);
+    now += 40000;
+    policy.SleptFor(now, 30000, false);
+    CHECK(policy.LearnedNs() == std::min<std::uint64_t>(bound, 45000));
+    // A gap past the bound drops it.
+    policy.IdleBegan(now);
+    now += bound + 1;
+    policy.SleptFor(now, bound, true);
+    CHECK(policy.LearnedNs() == 0);
+    // The plain policy learns nothing.
+    SpinPolicy plain;
+    plain.Init(false, bound);
+    plain.IdleBegan(now);
+    plain.SleptFor(now + 1000, 1000, true);
+    CHECK(plain.LearnedNs() == 0);
 }
