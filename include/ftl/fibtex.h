@@ -127,20 +127,8 @@ private:
     // wait patient; nullptr: never patient (a thread outside the scheduler,
     // or a waiter that has parked).
     // since: when the wait began (NowNs), or 0 until the spin takes it; a
-    // wait of kFairNs asks the holder's unlock to hand it the lock.
+    // long wait asks the holder's unlock to hand it the lock (LockHandOff).
     bool SpinAcquire(unsigned iterations, detail::Worker const *worker, std::uint64_t &since);
-    bool PeeksOn() const;
-    bool PatienceOn() const;
-    // A patient wait so far: the acquisition count at its previous look, and
-    // the looks at which it let the lock be, the first at Since (ns).
-    struct Patience {
-        std::uint32_t AcquisitionsSeen;
-        unsigned Looks = 0;
-        std::uint64_t Since = 0;
-    };
-    // A patient waiter's look (fibtex.cpp, kPatienceNs): true when it lets
-    // the free lock be, its holder being between two sections.
-    bool LetHolderRelock(Patience &patience) const;
     void AcquiredAfterWait(unsigned looked, unsigned start, std::uint32_t acquisitionsBefore);
     // Parks until an unlock wakes it, then spins again, until it has the lock.
     void LockSlow(bool pinToThread, unsigned iterations, std::uint64_t since);
@@ -185,7 +173,7 @@ private:
     }
     // A Release that found waiters counted in its bucket: wakes the first
     // parked for `mutex`, which may be gone (or hands it the lock, when it
-    // has waited long: fibtex.cpp, kFairNs).
+    // has waited long: LockHandOff in source/policy/lock_wait.h).
     static void UnlockSlow(void const *mutex);
 
     std::atomic<std::uint32_t> m_state{kUnlocked};

@@ -15,6 +15,10 @@
 namespace ftl {
 namespace detail {
 
+// A line's pair for the adjacent-line prefetchers of x86 cores: data that
+// other threads read in a loop gets a block of this size of its own.
+constexpr std::size_t kPrefetchPairBytes = 128;
+
 // One spin-wait hint to the CPU (`pause` on x86, `yield` on arm64): frees
 // the sibling hyperthread and keeps a spinning load from flooding the memory
 // system. A hint only: it orders nothing.

@@ -131,6 +131,8 @@ InitError Scheduler::Start() {
     m_idle.Init(m_numWorkers, m_mechanisms.SearcherLimit, m_mechanisms.SpinBeforePark,
                 m_mechanisms.AdaptiveSpin, std::uint64_t{options.MaxIdleSpinMicros} * 1000);
     m_closures.Init(m_numWorkers);
+    m_fibtexes.Init(m_numWorkers, FibtexSwitches{m_mechanisms.LockPeeks, m_mechanisms.LockWatchesIdle,
+                                                 m_mechanisms.LockPatience, m_mechanisms.LockHandOff});
     m_behavior.store(options.Behavior, std::memory_order_relaxed);
 
     Worker &main = m_workers[0];
@@ -501,10 +503,9 @@ void Scheduler::YieldToWoken(unsigned index, std::uint64_t wakeUpsBefore) {
     // `index`, pinned to the caller's own CPU. The kernel usually lets the
     // worker preempt the caller at once, and then the worker has counted its
     // wake-up by the time the caller runs again. When it has not, the caller
-    // yields (a hint: the kernel picks what runs). A caller that stays busy
-    // would otherwise hold the work back until its time slice ends: in W8b,
-    // whose adder computes for 1 ms after each add, 0.6-0.7% of the tasks
-    // waited that whole millisecond (Linux 6.18), at 1 worker and at 2 alike.
+    // yields (a hint: the kernel picks what runs): a caller that stays busy
+    // would otherwise hold the work back until its time slice ends
+    // (docs/design.adoc, "Idle workers").
     // A worker claimed in its re-check before it slept does not count a
     // wake-up: then the yield is one too many, to a worker that is runnable.
     if (m_mechanisms.YieldToWokenWorker && m_idle.WakeUps(index) == wakeUpsBefore) {

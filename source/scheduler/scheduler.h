@@ -35,6 +35,7 @@
 #include "scheduler/timers.h"
 #include "scheduler/worker.h"
 #include "trace/trace.h"
+#include "waitables/fibtex_context.h"
 
 #include <atomic>
 #include <cstdint>
@@ -68,15 +69,8 @@ public:
     TaskScheduler *Owner() const { return m_owner; }
     unsigned NumWorkers() const { return m_numWorkers; }
     Worker &WorkerAt(unsigned index) { return m_workers[index]; }
-    // The sum of the workers' searches: it changes whenever one of them runs
-    // out of work of its own (Worker::Searches).
-    std::uint32_t Searches() const {
-        std::uint32_t sum = 0;
-        for (unsigned i = 0; i < m_numWorkers; ++i) {
-            sum += m_workers[i].Searches();
-        }
-        return sum;
-    }
+    // What the Fibtexes of this scheduler's tasks share (fibtex_context.h).
+    FibtexContext &Fibtexes() { return m_fibtexes; }
     FiberPool &Pool() { return m_pool; }
     // GetStats (source/scheduler/stats.cpp).
     SchedulerStats Stats() const;
@@ -214,6 +208,7 @@ private:
     ClosurePool m_closures;
     Timers m_timers;
     IdleState m_idle;
+    FibtexContext m_fibtexes;
     // High, Normal; fibers readied outside the workers go to High.
     GlobalQueue m_global[kNumPriorities];
 

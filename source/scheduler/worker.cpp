@@ -71,84 +71,6 @@ __attribute__((noinline)) Worker *CurrentWorkerOf(Scheduler const *scheduler) {
     return worker != nullptr && &worker->Owner() == scheduler ? worker : nullptr;
 }
 
-__attribute__((noinline)) void const *CurrentTaskIdentity() {
-    asm volatile("" ::: "memory");
-    return TaskIdentityOf(&t_lockThread);
-}
-
-__attribute__((noinline)) void SetTaskIdentity(void const *identity) {
-    asm volatile("" ::: "memory");
-    t_lockThread.Identity = identity;
-}
-
-#if FTL_INLINE_LOCK_THREAD
-// Constant-initialized: 0 until the first lock or worker thread sets it.
-std::atomic<std::ptrdiff_t> g_lockThreadOffset{0};
-
-namespace {
-std::ptrdiff_t LockThreadOffsetHere() {
-    return reinterpret_cast<char *>(&t_lockThread) - ThreadPointer();
-}
-
-// Sets g_lockThreadOffset, once, where the state is initial-exec TLS.
-void SetLockThreadOffset() {
-#if FTL_LOCK_THREAD_AT_OFFSET
-    static bool const set = [] {
-        g_lockThreadOffset.store(LockThreadOffsetHere(), std::memory_order_relaxed);
-        return true;
-    }();
-    (void)set;
-#endif
-}
-} // namespace
-
-__attribute__((noinline)) LockThreadState *FirstLockThread() {
-    asm volatile("" ::: "memory");
-    SetLockThreadOffset();
-    return &t_lockThread;
-}
-
-void CheckLockThread() {
-    SetLockThreadOffset();
-#if !FTL_LOCK_THREAD_AT_OFFSET
-    // A shared library, its state of the default TLS model: static TLS
-    // when the library was loaded with the program (or the loader found
-    // room for it), else a block on the heap. A thread the thread library
-    // started keeps its static TLS in its own stack block, which no heap
-    // block is in: a state found there is at one offset from the thread
-    // pointer on every thread, and the inlined lock may use it. The first
-    // worker asks a thread of its own (the Init thread may be the process's
-    // first, whose static TLS is not in its stack); when the state is not
-    // static TLS, every lock calls in.
-    static std::ptrdiff_t const staticOffset = [] {
-        std::ptrdiff_t offset = 0;
-        std::thread probe([&offset] {
-            if (InThreadStack(&t_lockThread)) {
-                offset = LockThreadOffsetHere();
-            }
-        });
-        probe.join();
-        return offset;
-    }();
-    if (staticOffset == 0) {
-        return;
-    }
-    g_lockThreadOffset.store(staticOffset, std::memory_order_relaxed);
-#endif
-    if (LockThreadOffsetHere() != g_lockThreadOffset.load(std::memory_order_relaxed)) {
-        FTL_FATAL("this thread's thread-local storage is not at the offset from its thread pointer that "
-                  "Fibtex's inlined lock uses (was the library loaded with its TLS model changed?)");
-    }
-}
-#else
-__attribute__((noinline)) LockThreadState *CurrentLockThread() {
-    asm volatile("" ::: "memory");
-    return &t_lockThread;
-}
-
-void CheckLockThread() {}
-#endif
-
 void Worker::Init(Scheduler *scheduler, GlobalQueue *globalQueues, unsigned index, int cpu,
                   Mechanisms const &mechanisms) {
     m_scheduler = scheduler;
@@ -584,10 +506,9 @@ bool Worker::Steal(TaskItem &item) {
         return false;
     }
     // Before the steal: a thief that just ended a task holding a Fibtex
-    // leaves the lock free while it steals (and, finding nothing, goes idle),
-    // and the lock's waiter, between its rare looks, sees this and takes it
-    // (fibtex.cpp, kWatchLevel).
-    CountSearch();
+    // leaves the lock free while it steals (and, finding nothing, goes
+    // idle); the lock's waiter watches for this (FibtexContext).
+    m_scheduler->Fibtexes().RanOutOfWork(m_index);
     // Always, with the backoff off; under pressure, ready fibers only (a
     // stolen task starts another tree: FiberPressure), and a victim's tasks
     // count as work passed by, for the patience.

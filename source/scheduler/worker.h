@@ -13,7 +13,6 @@
 #pragma once
 
 #include "fiber/fiber.h"
-#include "ftl/detail/lock_thread.h"
 #include "ftl/stats.h"
 #include "platform/fault.h"
 #include "platform/platform.h"
@@ -27,6 +26,7 @@
 #include "scheduler/mechanisms.h"
 #include "scheduler/pressure.h"
 #include "trace/trace.h"
+#include "waitables/lock_thread.h"
 
 #include <atomic>
 #include <cstdint>
@@ -84,10 +84,6 @@ enum class Source : std::uint8_t {
     Steal,      // another worker's ready fibers, then its tasks
     None,       // (NextSource) nothing visible
 };
-
-// A line's pair for the adjacent-line prefetchers: data that other threads
-// read in a loop gets a block of this size of its own.
-constexpr std::size_t kPrefetchPairBytes = 128;
 
 class alignas(kPrefetchPairBytes) Worker {
 public:
@@ -224,11 +220,6 @@ public:
     // with `tasks` its task deques.
     bool Stealable(bool tasks) const {
         return !m_ready.LooksEmpty() || (tasks && !(m_tasks[0].LooksEmpty() && m_tasks[1].LooksEmpty()));
-    }
-    std::uint32_t Searches() const { return m_searches.load(std::memory_order_relaxed); }
-    // Owner-only: a plain increment.
-    void CountSearch() {
-        m_searches.store(m_searches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
     // Whether this look (a spin round's, or Steal's) may take in other
     // workers' task deques (StealPolicy). Counts the look.
@@ -410,22 +401,9 @@ private:
     // While draining: when this worker last took a yielded fiber, the only
     // work it had (0: never). The drain's stall check reads it.
     std::atomic<std::uint64_t> m_yieldLoopNs{0};
-    // Times this worker ran out of work of its own and went to steal (Steal;
-    // it goes idle only after a steal that found nothing, so that counts
-    // going idle too). The waiter on a hot Fibtex watches it
-    // (Scheduler::Searches): the holder's worker may have left the lock. The
-    // owner writes it only then, and it has a 128-byte block of its own (the
-    // rest of it is padding; the next member starts a block), so the watching costs
-    // a worker that runs its own tasks nothing. A read of a line also brings
-    // its pair into the reader's cache (the adjacent-line prefetchers of x86
-    // cores): with the count on a plain line beside a hot one of the
-    // holder's, a waiter's watch reads (one every 32 pauses) made the
-    // holder's sections 1.2-1.7 times slower (W5 at 2 workers, AMD EPYC;
-    // docs/design.adoc, Fibtex).
-    alignas(kPrefetchPairBytes) std::atomic<std::uint32_t> m_searches{0};
-    // After the rest, off m_searches's block: the waits FiberPressure noted,
-    // which a search reads only under pressure, and their count of ended
-    // ones, which other workers write.
+    // Last, in a block of its own: the waits FiberPressure noted, which a
+    // search reads only under pressure, and their count of ended ones,
+    // which other workers write.
     alignas(kPrefetchPairBytes) ParkedWaits m_parkedWaits;
 };
 
@@ -438,14 +416,6 @@ void SetCurrentWorker(Worker *worker);
 // The calling thread's worker if it belongs to `scheduler`, else nullptr
 // (opaque, like CurrentWorker).
 Worker *CurrentWorkerOf(Scheduler const *scheduler);
-// Identifies the running task (or, outside any task, the thread), for
-// Fibtex's owner check: a task run inline shares its waiting parent's fiber,
-// so it is told apart by the inline loop's hand.
-void const *CurrentTaskIdentity();
-// Sets the calling thread's task identity (LockThreadState::Identity): a
-// worker's at each switch and inline loop, nullptr when the thread stops
-// being a worker. Opaque, like SetCurrentWorker.
-void SetTaskIdentity(void const *identity);
 // The identity (LockThreadState::Identity) of what runs on `fiber`: the hand
 // of the inline loop that runs a task on it, or else the fiber; nullptr on a
 // thread's own fiber outside any inline loop: that stack keeps the identity
@@ -457,28 +427,9 @@ inline void const *TaskIdentityOf(Fiber const *fiber) {
     }
     return fiber->IsThreadFiber ? nullptr : fiber;
 }
-#if FTL_INLINE_LOCK_THREAD && !defined(FTL_SHARED_BUILD)
-#define FTL_LOCK_THREAD_AT_OFFSET 1
-#else
-#define FTL_LOCK_THREAD_AT_OFFSET 0
-#endif
-// Checks, on a thread about to become a worker, that its LockThreadState is
-// where Fibtex's inlined lock looks for it (fatal if not).
-void CheckLockThread();
-
-// The thread's variables behind CurrentWorker and CurrentTaskIdentity,
-// defined here so that every user knows they need no dynamic initialization.
-// t_lockThread is initial-exec where Fibtex's lock finds it from the thread
-// pointer (ftl/detail/lock_thread.h): at one offset from it on every thread.
-// Not in a shared library (FTL_SHARED_BUILD): one that a plugin loads with
-// dlopen may find no room left for initial-exec TLS and fail to load, so
-// there t_lockThread has the default model and the lock calls in for it.
+// The thread's variable behind CurrentWorker, defined here so that every
+// user knows it needs no dynamic initialization.
 inline thread_local Worker *t_worker = nullptr;
-#if FTL_LOCK_THREAD_AT_OFFSET
-inline thread_local LockThreadState t_lockThread __attribute__((tls_model("initial-exec")));
-#else
-inline thread_local LockThreadState t_lockThread;
-#endif
 
 // CurrentWorker, inlined: for a hot path that uses the result before
 // anything can switch fibers, in a function that itself never switches (so

@@ -43,6 +43,7 @@
 
 #include "ftl/assert.h"
 #include "platform/platform.h"
+#include "policy/lock_wait.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/wait.h"
 #include "wait/wait_list.h"
@@ -62,6 +63,18 @@ namespace {
 // threads, which block when it is contended).
 Scheduler *SchedulerOfFibtex(TaskScheduler *taskScheduler) {
     return taskScheduler != nullptr ? Scheduler::Of(taskScheduler) : nullptr;
+}
+
+// What the Fibtexes of that scheduler share, or nullptr.
+FibtexContext *ContextOf(TaskScheduler *taskScheduler) {
+    Scheduler *scheduler = SchedulerOfFibtex(taskScheduler);
+    return scheduler != nullptr ? &scheduler->Fibtexes() : nullptr;
+}
+
+// The switches of a Fibtex's mechanisms: every one on without a scheduler.
+FibtexSwitches SwitchesOf(TaskScheduler *taskScheduler) {
+    FibtexContext const *context = ContextOf(taskScheduler);
+    return context != nullptr ? context->Switches() : FibtexSwitches{};
 }
 
 // A bucket's waiters, a line apart from its count (ftl/detail/lock_thread.h)
@@ -116,52 +129,10 @@ WaitNode *FirstWaiterOf(ParkingBucket const &bucket, void const *mutex, bool spi
     return node;
 }
 
-// Fairness. An unlock wakes a parked waiter without handing it the lock, and
-// a spinning waiter takes it only at a look that finds it free: against a
-// holder that relocks at once, with sections much longer than the moment
-// between two, a waiter could wait for milliseconds (a task waiting for one
-// lock beside a task that relocked it in 2 us sections: a median of 13 ms,
-// up to 150 ms). So a spinning waiter that has waited kFairNs asks for the
-// lock: it links a node of its own in the bucket, marked as spinning, which
-// sends the holder's unlocks to UnlockSlow. The unlock then takes the lock
-// back at once, on the waiter's behalf, and hands it over: the holder's next
-// lock finds it taken and waits in turn. Only a waiter that runs is handed
-// the lock: one parked is woken without it (a worker could otherwise spin on
-// the lock while the fiber that holds it waits in that worker's queue), and
-// asks at its first look that fails. A bound on how long a lock may pass a
-// waiter by, not a cost of this host: at most one hand-off in kFairNs, each
-// costing the holder one crossing of the lock's line.
-constexpr std::uint64_t kFairNs = 40000;
-// A waiter that asked is handed the lock only while it has shown in the last
-// kFairBeatNs that it runs: it renews its beat every 2^kFairLevel pauses
-// (under 2 us even where a pause is 140 cycles), and a thread the OS
-// preempted stays off its core for milliseconds. Handed to such a waiter,
-// the lock would sit taken until the OS ran it again: with more workers than
-// cores (8 on 2) and waiters that spin forever, a lock convoy made a test 30
-// times slower.
-// Where the waiter's own beats come further apart (an emulator, a sanitizer),
-// the bound is 4 of its gaps, up to kFairBeatMaxNs (a gap that spans a
-// preemption is milliseconds long, and must not make the next one look
-// fresh for as long).
-constexpr std::uint64_t kFairBeatNs = 5000;
-constexpr std::uint64_t kFairBeatMaxNs = 200000;
-
+// Whether a waiter that asked for a hand-off runs (LockHandOff).
 bool BeatFresh(WaitNode const &node) {
-    std::uint64_t const gap = node.BeatGap.load(std::memory_order_relaxed);
-    std::uint64_t bound = gap * 4 > kFairBeatNs ? gap * 4 : kFairBeatNs;
-    bound = bound < kFairBeatMaxNs ? bound : kFairBeatMaxNs;
-    return NowNs() - node.Beat.load(std::memory_order_relaxed) < bound;
-}
-// A waiter that asked looks for the hand-off this many pauses apart (2^
-// kFairLevel).
-constexpr unsigned kFairLevel = 4;
-constexpr unsigned kFairPauses = 1u << kFairLevel;
-
-// Whether waiters on a Fibtex of `taskScheduler` ask for hand-offs (a
-// Fibtex with no scheduler: always).
-bool HandOffOn(TaskScheduler *taskScheduler) {
-    Scheduler const *scheduler = SchedulerOfFibtex(taskScheduler);
-    return scheduler == nullptr || scheduler->Switches().LockHandOff;
+    return LockHandOff::BeatFresh(NowNs(), node.Beat.load(std::memory_order_relaxed),
+                                  node.BeatGap.load(std::memory_order_relaxed));
 }
 
 } // namespace
@@ -289,105 +260,9 @@ bool FibtexOps::ProcessBarrierUsed() {
 
 namespace {
 
-// Spinning backs off exponentially, up to 2^kMaxBackoffLevel pauses between
-// looks: a waiter that looks at the lock's cache line all the time takes it
-// away from the holder's core, and every hand-off then crosses the cores.
-// When cross-core hand-offs are slow, a move costs more, and looking at most
-// every 256 pauses instead of 64 made W5 about 14% faster (no change when
-// they are fast).
-constexpr unsigned kMaxBackoffLevel = 8;
-// A hot lock: its holder took it again, more than once, while a waiter
-// waited (it unlocks and relocks at once, section after section). A waiter
-// that looks catches the moment between two sections about two looks in five
-// (the holder's core answers the look between its two atomic operations),
-// so there the number of looks, not the length of the sections, sets how
-// often the lock and its data cross the cores. After such a wait the next
-// waiter starts one level higher, up to 2^kMaxHotBackoffLevel pauses (about
-// 25 us) between looks: W5 with 2 long tasks went from 1.05-1.41 times its
-// 1-worker time to 1.01-1.05.
-constexpr unsigned kMaxHotBackoffLevel = 10;
-// Fibtex::kLockSpinAttempts, the looks lock() makes before it parks (parking
-// costs two switches and a process-wide barrier, see the top of the file).
-// From level 0, 24 looks pause 4,351 times in all, close to the 3,775 of 64 looks
-// under a cap of 64 pauses: about 0.1 ms at 25 ns a pause (6,144 at most
-// from a start at kMaxBackoffLevel, 24,576 from one at kMaxHotBackoffLevel).
-// A hot lock's holder may stop relocking at any moment (its task ends, its
-// worker goes on to other work), and the lock then sits free until the
-// waiter's next look, up to 1,024 pauses later. W5 with tasks of 20 sections
-// at 2 workers: a thief took one task, held the lock for its 20 sections and
-// left, and the worker it took the lock from waited out its rare looks with
-// the lock free, steal after steal: 1.38-1.48 times the 1-worker time. So a
-// wait that starts above kPeekLevel first peeks kPeeks times,
-// 2^kPeekLevel pauses apart, and takes the lock at a peek that finds it free
-// with no acquisition since the one before: the holder has left. A holder
-// still at work has relocked in between, and keeps the lock. Peeks 16
-// pauses apart took W5 with 10-, 20- and 50-section tasks to 1.02-1.09
-// times the 1-worker time (32 pauses: 1.15-1.36; W5's own 100-section
-// tasks: 1.03 either way).
-constexpr unsigned kPeekLevel = 4;
-constexpr unsigned kPeeks = 3;
-
-// A holder that leaves a hot lock (its task ends, and its worker has no task
-// of its own left) leaves it free until the waiter's next rare look, up to
-// 1,024 pauses later. Between looks from 2^kWatchLevel pauses apart, the
-// waiter also reads every worker's count of searches, each kWatchPauses
-// pauses: a worker that ran out of work of its own (it goes to steal, and
-// then perhaps idle) may be the holder, gone, and the waiter looks at once
-// (once an interval: a search elsewhere costs the holder at most one more
-// look). The counts sit in 128-byte blocks of their own (a read brings the
-// line's pair too), written by their workers only then, so reading them
-// costs a holder that runs its own tasks nothing. W5 at 2 workers: the
-// thief steals a task, takes the lock between two of the other worker's
-// sections, runs its task and goes idle, and the other worker's fiber waited
-// out its look with the lock free, again and again: 1.15 times the 1-worker
-// time; 1.03 with the watch of idle starts (W5s: 1.14 and 1.08). A thief
-// whose stolen batch runs out steals the next one with the lock free (a
-// compare-exchange on the victim's deque per task): on the Intel host W5s at
-// 2 workers read 1.058-1.071 times its 1-worker time watching idle starts
-// only, and 1.031-1.040 watching steals too (two runs of 16 rounds each).
-constexpr unsigned kWatchLevel = 7;
-constexpr unsigned kWatchPauses = 32;
-static_assert((1u << kWatchLevel) % kWatchPauses == 0, "a watched interval is whole watches");
-
-// Patience. Two workers that each run tasks of many sections on one lock
-// (W5) take it from each other at their looks, between two of the other's
-// sections: each crossing moves the lock and its data to the other core and
-// stalls the worker it was taken from mid-task. Tasks of 20 sections (W5s)
-// at 2 workers crossed 400-540 times a million sections. So a waiter whose
-// own worker's latest run on this lock was at least kPatientRun
-// acquisitions in a row, at a look that finds the lock free but taken since
-// its previous look (the holder is between two sections, and relocks), lets
-// it be, for up to kPatienceNs from the first chance it let go: the
-// holder's run usually ends first (its task ends, or its worker steals: the
-// watch above). It takes the lock at a look that finds it free and not
-// taken since the one before (the holder stopped), at a watched look, and
-// at any look once the time is over. Such a look is not one of lock_spin's
-// attempts, and a waiter that has parked once is not patient again:
-// counted, the attempts ran out during the patience and waiters parked, and
-// beside a task that relocked for 200 ms, a task that relocked too waited
-// up to 3-31 ms for one lock (under 2 ms uncounted). W5s then crossed
-// 94-126 times a million sections (W5's 100-section tasks: 330 -> 70), and
-// with patience off its 2-worker time read 1.027 times that with it on
-// (median of 12 interleaved --features runs; the control column 0.995; W5
-// 1.014 against 1.000). A waiter that takes the lock once and leaves (a
-// queue's consumer) is never patient: with every waiter patient, a task
-// that locked once between 1 us spells of other work got the lock 550-770
-// times in 200 ms instead of 8,400-11,900 beside a task that relocked all
-// along.
-constexpr std::uint32_t kPatientRun = 8;
-constexpr std::uint64_t kPatienceNs = 150000;
-// A bound that needs no clock: looks 2^kMaxBackoffLevel pauses apart (6 us
-// here) come to about 25 in kPatienceNs; with 1-cycle pauses (arm64's
-// yield) to some 1,500, and there this ends the patience first, at about
-// 100 us.
-constexpr unsigned kMaxPatientLooks = 1024;
-
-// Acquisitions made at a look the watch brought forward (the tests' window
-// on the mechanism).
-std::atomic<std::uint64_t> g_watchedLookAcquisitions{0};
-// Looks at which a patient waiter found the lock free and let it be (the
-// tests' window on patience).
-std::atomic<std::uint64_t> g_patientLooks{0};
+using detail::LockBackoff;
+using detail::LockHandOff;
+using detail::LockPatience;
 
 // A run of pauses, ended so that the look after it cannot run ahead of it
 // (detail::EndSpin). Every look at the lock follows one, and so does every
@@ -406,25 +281,15 @@ void Backoff(unsigned &level, unsigned maxLevel) {
     }
 }
 
-// The scheduler whose workers a waiter on a Fibtex of `taskScheduler`
-// watches, or nullptr: none, a single worker, or the watch switched off.
-detail::Scheduler const *SearchesWatched(TaskScheduler *taskScheduler) {
-    detail::Scheduler const *scheduler = detail::SchedulerOfFibtex(taskScheduler);
-    if (scheduler == nullptr || scheduler->NumWorkers() < 2 || !scheduler->Switches().LockWatchesIdle) {
-        return nullptr;
-    }
-    return scheduler;
-}
-
-// Pauses `pauses` times, reading the workers' searches every kWatchPauses;
-// returns early, with the pauses made, when they differ from `seen` (which
-// then takes the new sum).
-unsigned PauseUntilSearch(unsigned pauses, detail::Scheduler const &scheduler, std::uint32_t &seen) {
+// Pauses `pauses` times, reading the workers' counts of running out of
+// work every LockBackoff::kWatchPauses; returns early, with the pauses made, when they
+// differ from `seen` (which then takes the new sum).
+unsigned PauseUntilSearch(unsigned pauses, detail::FibtexContext const &context, std::uint32_t &seen) {
     unsigned paused = 0;
     while (paused < pauses) {
-        Pause(kWatchPauses);
-        paused += kWatchPauses;
-        std::uint32_t const now = scheduler.Searches();
+        Pause(LockBackoff::kWatchPauses);
+        paused += LockBackoff::kWatchPauses;
+        std::uint32_t const now = context.RanOutCount();
         if (now != seen) {
             seen = now;
             break;
@@ -435,24 +300,24 @@ unsigned PauseUntilSearch(unsigned pauses, detail::Scheduler const &scheduler, s
 
 } // namespace
 
-std::uint64_t detail::FibtexOps::WatchedLookAcquisitions() {
-    return g_watchedLookAcquisitions.load(std::memory_order_relaxed);
+std::uint64_t detail::FibtexOps::WatchedLookAcquisitions(TaskScheduler *taskScheduler) {
+    return ContextOf(taskScheduler)->WatchedAcquisitions();
 }
 
-std::uint64_t detail::FibtexOps::PatientLooks() {
-    return g_patientLooks.load(std::memory_order_relaxed);
+std::uint64_t detail::FibtexOps::PatientLooks(TaskScheduler *taskScheduler) {
+    return ContextOf(taskScheduler)->PatientLooks();
 }
 
 std::uint32_t detail::FibtexOps::PatientRun() {
-    return kPatientRun;
+    return LockPatience::kPatientRun;
 }
 
 unsigned detail::FibtexOps::MaxBackoffLevel() {
-    return kMaxBackoffLevel;
+    return LockBackoff::kMaxLevel;
 }
 
 unsigned detail::FibtexOps::MaxHotBackoffLevel() {
-    return kMaxHotBackoffLevel;
+    return LockBackoff::kMaxHotLevel;
 }
 
 Fibtex::Fibtex(TaskScheduler *taskScheduler, unsigned fiberSlots) : m_taskScheduler(taskScheduler) {
@@ -484,9 +349,7 @@ bool Fibtex::try_lock() {
 // LockSlow parks, and the thread it resumes on is the one
 // CurrentLockThread() reads (it reads the thread pointer anew, or calls).
 // The look before the first compare-exchange stays: trying the exchange
-// first saved a quarter of a nanosecond at 1 worker (W5 4.82 ns a lock
-// against 5.10) but made W5 at 2 workers bimodal (5.1-10.0 ns over 10 runs,
-// median 6.7, against 5.2-5.8).
+// first made two workers on one lock slower (docs/design.adoc, "Fibtex").
 __attribute__((noinline)) void Fibtex::LockContended(bool pinToThread, unsigned iterations) {
     CheckNotHeldByCaller();
     std::uint64_t since = 0;
@@ -499,7 +362,7 @@ __attribute__((noinline)) void Fibtex::LockContended(bool pinToThread, unsigned 
 
 namespace detail {
 
-// A spinning waiter's request for a hand-off (see kFairNs): its node, linked
+// A spinning waiter's request for a hand-off (LockHandOff): its node, linked
 // in the bucket and counted there, sends the holder's unlocks to UnlockSlow.
 // No barrier: a waiter that spins cannot miss a wake-up, it looks on.
 class FairRequest {
@@ -522,7 +385,7 @@ public:
         bucket.Parked.fetch_add(1, std::memory_order_relaxed);
         m_asked = true;
     }
-    // A sign that the waiter runs (see kFairBeatNs).
+    // A sign that the waiter runs (LockHandOff::BeatFresh).
     void Beat() {
         std::uint64_t const now = NowNs();
         std::uint64_t const last = m_node.Beat.load(std::memory_order_relaxed);
@@ -562,22 +425,21 @@ private:
 } // namespace detail
 
 bool Fibtex::SpinAcquire(unsigned iterations, detail::Worker const *worker, std::uint64_t &since) {
-    // Contended. A holder that unlocks and relocks at once leaves the lock
-    // free for a moment between its sections; a waiter that looks often
-    // catches those moments and the lock (with the data it guards) crosses
-    // the cores every few sections. So the backoff starts where the last
-    // contended lock() found the lock free, one level lower: quick looks while
-    // waits are short, rare ones while a holder keeps the lock busy. After a
-    // wait on a hot lock (see kMaxHotBackoffLevel) it starts one level higher.
+    // The backoff starts where the last contended lock() left it
+    // (LockBackoff::NextStart).
     unsigned const start = m_backoffStart.load(std::memory_order_relaxed);
-    unsigned const maxLevel = start > kMaxBackoffLevel ? start : kMaxBackoffLevel;
+    unsigned const maxLevel = LockBackoff::MaxLevelFrom(start);
     std::uint32_t const acquisitionsBefore = m_acquisitions.load(std::memory_order_relaxed);
     unsigned i = 0;
-    if (start > kPeekLevel && PeeksOn()) {
+    detail::FibtexContext *const context = detail::ContextOf(m_taskScheduler);
+    detail::FibtexSwitches const switches =
+        context != nullptr ? context->Switches() : detail::FibtexSwitches{};
+    if (start > LockBackoff::kPeekLevel && switches.Peeks) {
+        // Peeks: a free lock with no acquisition since the peek before
+        // means its holder has left.
         std::uint32_t seen = acquisitionsBefore;
-        for (; i < iterations && i < kPeeks; ++i) {
-            unsigned peekLevel = kPeekLevel;
-            Backoff(peekLevel, kPeekLevel);
+        for (; i < iterations && i < LockBackoff::kPeeks; ++i) {
+            Pause(1u << LockBackoff::kPeekLevel);
             std::uint32_t const now = m_acquisitions.load(std::memory_order_relaxed);
             if (now == seen && LookAndAcquire()) {
                 AcquiredAfterWait(start, start, acquisitionsBefore);
@@ -587,34 +449,35 @@ bool Fibtex::SpinAcquire(unsigned iterations, detail::Worker const *worker, std:
         }
     }
     unsigned level = start;
-    detail::Scheduler const *const watched = SearchesWatched(m_taskScheduler);
-    std::uint32_t searchesSeen = watched != nullptr ? watched->Searches() : 0;
-    bool const patient = worker != nullptr && RunOnThisThread() >= kPatientRun && PatienceOn();
-    Patience patience{m_acquisitions.load(std::memory_order_relaxed)};
+    detail::FibtexContext const *const watched = context != nullptr && context->Watched() ? context : nullptr;
+    std::uint32_t searchesSeen = watched != nullptr ? watched->RanOutCount() : 0;
+    bool const patient =
+        worker != nullptr && RunOnThisThread() >= LockPatience::kPatientRun && switches.Patience;
+    LockPatience patience(m_acquisitions.load(std::memory_order_relaxed));
     detail::FairRequest fair(this);
     // A patient waiter asks only once its patience is over.
-    std::uint64_t const askAfter = !detail::HandOffOn(m_taskScheduler) ? ~std::uint64_t{0}
-                                   : patient                           ? kPatienceNs + detail::kFairNs
-                                                                       : detail::kFairNs;
+    std::uint64_t const askAfter = !switches.HandOff ? ~std::uint64_t{0}
+                                   : patient         ? LockPatience::kPatienceNs + LockHandOff::kFairNs
+                                                     : LockHandOff::kFairNs;
     while (i < iterations) {
         unsigned const looked = level;
         unsigned const pauses = 1u << level;
         if (fair.Asked()) {
             // The hand-off comes at the holder's next unlock: watch for it
             // on the request's own line, looking at the lock as often as before.
-            for (unsigned paused = 0; paused < pauses; paused += detail::kFairPauses) {
-                Pause(detail::kFairPauses);
+            for (unsigned paused = 0; paused < pauses; paused += LockHandOff::kBeatPauses) {
+                Pause(LockHandOff::kBeatPauses);
                 fair.Beat();
                 if (fair.Handed()) {
                     AcquiredAfterWait(looked, start, acquisitionsBefore);
                     return true;
                 }
             }
-        } else if (watched != nullptr && level >= kWatchLevel) {
+        } else if (watched != nullptr && level >= LockBackoff::kWatchLevel) {
             unsigned const paused = PauseUntilSearch(pauses, *watched, searchesSeen);
             if (paused < pauses) {
                 if (LookAndAcquire()) {
-                    g_watchedLookAcquisitions.fetch_add(1, std::memory_order_relaxed);
+                    context->CountWatchedAcquisition();
                     AcquiredAfterWait(looked, start, acquisitionsBefore);
                     return true;
                 }
@@ -628,7 +491,11 @@ bool Fibtex::SpinAcquire(unsigned iterations, detail::Worker const *worker, std:
         }
         // A look that lets the lock be is not one of the attempts: patience
         // does not bring the park closer.
-        if (patient && LetHolderRelock(patience)) {
+        if (patient && patience.LetsBe(m_acquisitions.load(std::memory_order_relaxed),
+                                       m_state.load(std::memory_order_relaxed) == kUnlocked, detail::NowNs)) {
+            if (context != nullptr) {
+                context->CountPatientLook();
+            }
             continue;
         }
         ++i;
@@ -639,7 +506,7 @@ bool Fibtex::SpinAcquire(unsigned iterations, detail::Worker const *worker, std:
             AcquiredAfterWait(looked, start, acquisitionsBefore);
             return true;
         }
-        // Waited kFairNs: ask the holder's next unlock to hand the lock over.
+        // Waited long enough: ask the holder's next unlock to hand the lock over.
         if (!fair.Asked()) {
             std::uint64_t const now = detail::NowNs();
             if (since == 0) {
@@ -652,46 +519,12 @@ bool Fibtex::SpinAcquire(unsigned iterations, detail::Worker const *worker, std:
     return fair.Withdraw();
 }
 
-bool Fibtex::LetHolderRelock(Patience &patience) const {
-    // The count shares the lock's line: this look costs the holder no more
-    // than the plain one.
-    std::uint32_t const acquisitions = m_acquisitions.load(std::memory_order_relaxed);
-    bool const relocked = acquisitions != patience.AcquisitionsSeen;
-    patience.AcquisitionsSeen = acquisitions;
-    if (!relocked || m_state.load(std::memory_order_relaxed) != kUnlocked) {
-        return false; // the holder stopped, or the look would fail anyway
-    }
-    std::uint64_t const now = detail::NowNs();
-    if (patience.Looks == 0) {
-        patience.Since = now;
-    }
-    if (now - patience.Since >= kPatienceNs || patience.Looks >= kMaxPatientLooks) {
-        return false;
-    }
-    ++patience.Looks;
-    g_patientLooks.fetch_add(1, std::memory_order_relaxed);
-    return true;
-}
-
-bool Fibtex::PeeksOn() const {
-    detail::Scheduler const *scheduler = detail::SchedulerOfFibtex(m_taskScheduler);
-    return scheduler == nullptr || scheduler->Switches().LockPeeks;
-}
-
-bool Fibtex::PatienceOn() const {
-    detail::Scheduler const *scheduler = detail::SchedulerOfFibtex(m_taskScheduler);
-    return scheduler == nullptr || scheduler->Switches().LockPatience;
-}
-
 void Fibtex::AcquiredAfterWait(unsigned looked, unsigned start, std::uint32_t acquisitionsBefore) {
     // Acquisitions by others since the wait began (ours is not counted yet):
     // the first may be the section we met. A peek that took the lock counts
     // as a look at the start level.
     bool const hot = m_acquisitions.load(std::memory_order_relaxed) - acquisitionsBefore >= 2;
-    unsigned next = looked > 0 ? looked - 1 : 0;
-    if (hot) {
-        next = looked < kMaxHotBackoffLevel ? looked + 1 : kMaxHotBackoffLevel;
-    }
+    unsigned const next = LockBackoff::NextStart(looked, hot);
     if (next != start) {
         m_backoffStart.store(static_cast<std::uint8_t>(next), std::memory_order_relaxed);
     }
@@ -700,10 +533,10 @@ void Fibtex::AcquiredAfterWait(unsigned looked, unsigned start, std::uint32_t ac
 void Fibtex::lock_spin_infinite(bool pinToThread) {
     (void)pinToThread; // never parks, so never resumes anywhere
     unsigned level = 0;
-    // Never parks, so it may be handed the lock (see kFairNs); asked, it
+    // Never parks, so it may be handed the lock (LockHandOff); asked, it
     // looks often enough to see the hand-off at once.
     detail::FairRequest fair(this);
-    bool const handOff = detail::HandOffOn(m_taskScheduler);
+    bool const handOff = detail::SwitchesOf(m_taskScheduler).HandOff;
     std::uint64_t since = 0;
     for (;;) {
         if (fair.Handed() || LookAndAcquire()) {
@@ -717,7 +550,7 @@ void Fibtex::lock_spin_infinite(bool pinToThread) {
             std::uint64_t const now = detail::NowNs();
             if (since == 0) {
                 since = now;
-            } else if (now - since >= detail::kFairNs) {
+            } else if (now - since >= LockHandOff::kFairNs) {
                 fair.Ask();
                 level = 0;
             }
@@ -725,7 +558,7 @@ void Fibtex::lock_spin_infinite(bool pinToThread) {
         if (fair.Asked()) {
             fair.Beat();
         }
-        Backoff(level, fair.Asked() ? detail::kFairLevel : kMaxBackoffLevel);
+        Backoff(level, fair.Asked() ? LockHandOff::kBeatLevel : LockBackoff::kMaxLevel);
     }
 }
 
@@ -733,8 +566,8 @@ __attribute__((noinline)) void Fibtex::LockSlow(bool pinToThread, unsigned itera
     // An unlock wakes one waiter and does not hand it the lock: another may
     // take it first. The woken waiter then spins as a new one would before
     // it parks again, so a lock that is busy but never held long costs it
-    // no second park (and no second barrier); having waited kFairNs since
-    // `since`, it asks for a hand-off at once.
+    // no second park (and no second barrier); having waited
+    // LockHandOff::kFairNs since `since`, it asks for a hand-off at once.
     if (since == 0) {
         since = detail::NowNs();
     }

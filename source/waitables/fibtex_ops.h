@@ -46,13 +46,14 @@ public:
     static void SetBackoffStart(Fibtex &mutex, unsigned level) {
         mutex.m_backoffStart.store(static_cast<std::uint8_t>(level), std::memory_order_relaxed);
     }
-    // Locks taken, process-wide, at a look brought forward because a worker
-    // ran out of work of its own (the LockWatchesIdle mechanism, fibtex.cpp).
-    static std::uint64_t WatchedLookAcquisitions();
-    // Looks, process-wide, at which a waiter found the lock free and let its
+    // Locks of `taskScheduler`'s Fibtexes taken at a look brought forward
+    // because a worker ran out of work of its own (the LockWatchesIdle
+    // mechanism, fibtex.cpp).
+    static std::uint64_t WatchedLookAcquisitions(TaskScheduler *taskScheduler);
+    // Looks at which a waiter on one of them found the lock free and let its
     // holder relock it (the LockPatience mechanism), and the run of
     // acquisitions in a row that makes a worker's waits patient.
-    static std::uint64_t PatientLooks();
+    static std::uint64_t PatientLooks(TaskScheduler *taskScheduler);
     static std::uint32_t PatientRun();
     static unsigned MaxBackoffLevel();
     static unsigned MaxHotBackoffLevel();

@@ -556,7 +556,7 @@ void CheckWatchedLooks(bool holderStealsAfter) {
         ftl::TaskScheduler ts;
         REQUIRE(ftl::detail::InitWithMechanisms(ts, Options(2), mechanisms) == 0);
         ftl::Fibtex mutex(&ts);
-        std::uint64_t const before = ftl::detail::FibtexOps::WatchedLookAcquisitions();
+        std::uint64_t const before = ftl::detail::FibtexOps::WatchedLookAcquisitions(&ts);
         unsigned value = 0;          // guarded by mutex
         std::vector<unsigned> order; // who took the lock, in order (guarded by mutex)
         std::atomic<unsigned> busyRuns{0};
@@ -605,7 +605,7 @@ void CheckWatchedLooks(bool holderStealsAfter) {
         for (unsigned i = 0; i < order.size(); ++i) {
             REQUIRE(order[i] == (i % 2 == 0 ? 1u : 0u));
         }
-        std::uint64_t const early = ftl::detail::FibtexOps::WatchedLookAcquisitions() - before;
+        std::uint64_t const early = ftl::detail::FibtexOps::WatchedLookAcquisitions(&ts) - before;
         CAPTURE(early);
         if (watch) {
             if (!ftl_test::kEmulated) {
@@ -654,7 +654,7 @@ std::uint64_t PatientLooksOfRounds(bool patience, std::uint32_t runBefore) {
     mechanisms.LockHandOff = false;
     ftl::TaskScheduler ts;
     REQUIRE(ftl::detail::InitWithMechanisms(ts, Options(1), mechanisms) == 0);
-    std::uint64_t const before = ftl::detail::FibtexOps::PatientLooks();
+    std::uint64_t const before = ftl::detail::FibtexOps::PatientLooks(&ts);
     for (unsigned round = 0; round < kRounds; ++round) {
         CAPTURE(round);
         ftl::Fibtex mutex(&ts);
@@ -700,7 +700,7 @@ std::uint64_t PatientLooksOfRounds(bool patience, std::uint32_t runBefore) {
         REQUIRE(value == runBefore + relocked + 1);
         REQUIRE(gotItWhileRelocking);
     }
-    return ftl::detail::FibtexOps::PatientLooks() - before;
+    return ftl::detail::FibtexOps::PatientLooks(&ts) - before;
 }
 
 } // namespace

@@ -8,11 +8,11 @@
 // waiting parent's fiber has an identity of its own: it does not count as
 // the holder of its parent's Fibtex, which the parent holds across the wait
 // and unlocks after it.
+#include "waitables/lock_thread.h"
 #include "ftl/fibtex.h"
 #include "ftl/task_counter.h"
 #include "ftl/task_scheduler.h"
 #include "scheduler/mechanisms.h"
-#include "scheduler/worker.h"
 #include "test_support.h"
 #include "waitables/fibtex_ops.h"
 

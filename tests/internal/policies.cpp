@@ -15,10 +15,16 @@
 //   a claim soon after the idling began teaches a spin of 1.5 times that
 //   gap, up to the bound, and a gap past the bound or a longer sleep drops
 //   it; a timer's poll teaches nothing; the plain policy always spins.
+// - The Fibtex's wait (lock_wait.h): the next start walks down one level
+//   after a quiet wait and up one after a hot one, within its bounds; a
+//   patient waiter lets a free, retaken lock be until kPatienceNs or
+//   kMaxLooks, never one the holder stopped retaking; a waiter's beat is
+//   fresh within kBeatNs, or 4 of its gaps up to kBeatMaxNs.
 // - GlobalIntervalPolicy: the interval follows the moving average of an
 //   item's time, within its bounds; the plain policy keeps kFixedInterval;
 //   the figure for thieves is the lower of the tick's own and the average.
 #include "policy/global_interval.h"
+#include "policy/lock_wait.h"
 #include "policy/next_wake.h"
 #include "policy/spin.h"
 #include "policy/steal.h"
@@ -29,6 +35,9 @@
 #include <cstdint>
 
 using ftl::detail::GlobalIntervalPolicy;
+using ftl::detail::LockBackoff;
+using ftl::detail::LockHandOff;
+using ftl::detail::LockPatience;
 using ftl::detail::NextWakePolicy;
 using ftl::detail::SpinPolicy;
 using ftl::detail::StealPolicy;
@@ -275,4 +284,55 @@ TEST_CASE("A claim soon after idling began teaches the spin that gap and half ag
     plain.IdleBegan(now);
     plain.SleptFor(now + 1000, 1000, true);
     CHECK(plain.LearnedNs() == 0);
+}
+
+TEST_CASE("A Fibtex wait starts one level below a quiet wait's and above a hot one's", "[policy]") {
+    CHECK(LockBackoff::NextStart(5, false) == 4);
+    CHECK(LockBackoff::NextStart(0, false) == 0);
+    CHECK(LockBackoff::NextStart(5, true) == 6);
+    CHECK(LockBackoff::NextStart(LockBackoff::kMaxHotLevel, true) == LockBackoff::kMaxHotLevel);
+    // Hot waits climb to the hot cap and no further; quiet ones walk down.
+    unsigned level = 0;
+    for (unsigned i = 0; i < 20; ++i) {
+        level = LockBackoff::NextStart(level, true);
+    }
+    CHECK(level == LockBackoff::kMaxHotLevel);
+    CHECK(LockBackoff::MaxLevelFrom(level) == LockBackoff::kMaxHotLevel);
+    CHECK(LockBackoff::MaxLevelFrom(2) == LockBackoff::kMaxLevel);
+}
+
+TEST_CASE("A patient Fibtex waiter lets a relocking holder keep the lock for a bounded time", "[policy]") {
+    std::uint64_t now = 1000000;
+    auto clock = [&now] { return now; };
+    std::uint32_t acquisitions = 100;
+    LockPatience patience(acquisitions);
+    // Free, but nobody took it since: the holder stopped. Take it.
+    CHECK_FALSE(patience.LetsBe(acquisitions, true, clock));
+    // Retaken since, and free now: let it be.
+    CHECK(patience.LetsBe(++acquisitions, true, clock));
+    // Retaken but held: the look would fail anyway.
+    CHECK_FALSE(patience.LetsBe(++acquisitions, false, clock));
+    // Until the patience is over.
+    now += LockPatience::kPatienceNs - 1;
+    CHECK(patience.LetsBe(++acquisitions, true, clock));
+    now += 1;
+    CHECK_FALSE(patience.LetsBe(++acquisitions, true, clock));
+    // The bound in looks, with a clock that never moves.
+    LockPatience counted(0);
+    unsigned let = 0;
+    for (std::uint32_t i = 1; i <= 2 * LockPatience::kMaxLooks; ++i) {
+        let += counted.LetsBe(i, true, [] { return std::uint64_t{5}; }) ? 1u : 0u;
+    }
+    CHECK(let == LockPatience::kMaxLooks);
+}
+
+TEST_CASE("A Fibtex waiter that asked is handed the lock only while its beat is fresh", "[policy]") {
+    std::uint64_t const beat = 1000000;
+    CHECK(LockHandOff::BeatFresh(beat + LockHandOff::kBeatNs - 1, beat, 0));
+    CHECK_FALSE(LockHandOff::BeatFresh(beat + LockHandOff::kBeatNs, beat, 0));
+    // Beats further apart (an emulator): 4 of its gaps.
+    CHECK(LockHandOff::BeatFresh(beat + 39999, beat, 10000));
+    CHECK_FALSE(LockHandOff::BeatFresh(beat + 40000, beat, 10000));
+    // A gap that spans a preemption counts up to kBeatMaxNs only.
+    CHECK_FALSE(LockHandOff::BeatFresh(beat + LockHandOff::kBeatMaxNs, beat, 10000000));
 }

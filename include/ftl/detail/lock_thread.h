@@ -21,7 +21,7 @@
 namespace ftl {
 namespace detail {
 
-// One per thread: t_lockThread (source/scheduler/worker.h). One cache line:
+// One per thread: t_lockThread (source/waitables/lock_thread.h). One cache line:
 // an uncontended lock and unlock touch nothing else of the thread's.
 struct alignas(64) LockThreadState {
     // On a worker, the running task's identity: its fiber, or the hand of
