@@ -32,7 +32,11 @@
 //   not hand it the lock: whoever looks first takes it. But a waiter that
 //   runs (spins) and has waited 40 us is handed the lock by the holder's
 //   next unlock, so a holder that relocks at once cannot pass a waiter by
-//   for longer (a woken waiter asks at its first look that fails).
+//   for longer (a woken waiter asks at its first look that fails). A waiter
+//   that is not running at the unlock (its thread preempted) is not handed
+//   the lock, which would then sit taken until the OS ran it: a thread that
+//   shares one CPU with such a holder waits until the OS preempts the holder
+//   between two sections, which on a loaded machine can take seconds.
 // - A waiter whose worker's latest run of acquisitions of this Fibtex was
 //   8 or more in a row, with nobody else's between (tasks that each lock it
 //   again and again), lets a holder that keeps relocking it keep it for up

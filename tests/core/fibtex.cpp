@@ -1184,9 +1184,13 @@ std::vector<std::uint64_t> WaitsAgainstRelocker(unsigned threads, bool outside, 
 // A waiter that has waited a while is handed the lock at the holder's next
 // unlock: it is never starved by a holder that relocks at once. The median
 // tells the two apart on any host (a task waiter's was 13 ms without the
-// hand-off, 50 us with it); the worst is bounded only loosely, as a host
-// loaded by other tests deschedules a waiter for 100 ms and more (then it is
-// not handed the lock, and waits for the OS). The figures are printed.
+// hand-off, 50 us with it). The worst is bounded, loosely, for a task
+// waiter only: a host loaded by other tests deschedules a waiter for 100 ms
+// and more, and then it is not handed the lock; a thread outside the
+// scheduler may share the holder's CPU, where it runs only while the holder
+// does not, and waits until the OS preempts the holder between two sections
+// (2.9 s seen with two test suites running beside it; the header says so).
+// The figures are printed.
 TEST_CASE("A waiter is not starved by a task that relocks back to back", "[fibtex][fairness]") {
     unsigned const threads = GENERATE(1u, 2u);
     bool const outside = threads == 1 ? true : GENERATE(true, false);
@@ -1198,7 +1202,9 @@ TEST_CASE("A waiter is not starved by a task that relocks back to back", "[fibte
     INFO(threads << " worker(s), waiter " << (outside ? "outside" : "a task") << ": median " << median / 1000
                  << " us, p99 " << p99 / 1000 << " us, worst " << worst / 1000 << " us");
     CHECK(median < 1000u * 1000u);
-    CHECK(worst < 2000u * 1000u * 1000u);
+    if (!outside) {
+        CHECK(worst < 2000u * 1000u * 1000u);
+    }
     WARN(threads << " worker(s), waiter " << (outside ? "outside" : "a task") << ": median " << median / 1000
                  << " us, p99 " << p99 / 1000 << " us, worst " << worst / 1000 << " us");
 }
