@@ -175,7 +175,7 @@ bool ParallelForWantsSplit(TaskScheduler *taskScheduler) {
     if (worker == nullptr || !worker->Tasks(0).LooksEmpty() || !worker->Tasks(1).LooksEmpty()) {
         return false;
     }
-    IdleState const &idle = scheduler->Idle();
+    IdleState const &idle = scheduler->Parking();
     return idle.NumSearching() != 0 || idle.AnyLooksParked();
 }
 

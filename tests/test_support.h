@@ -3,7 +3,7 @@
 // time, thread affinity, and a runner for misuse ("death") tests in a child
 // process.
 //
-// On Windows, the helpers that need <windows.h> are defined in main.cpp:
+// On Windows, the helpers that need <windows.h> are defined in windows_runner.cpp:
 // its macros (Yield(), for one) would break ftl's headers and the tests.
 //
 // Catch2's assertion macros are not thread-safe, and an exception must never
@@ -268,7 +268,7 @@ inline bool SameOsThread(OsThreadId a, OsThreadId b) {
 // CPU of the process's processor group.
 #if defined(_WIN32)
 using CpuMask = std::uint64_t;
-// Windows has no call that reads a thread's mask: main.cpp sets the
+// Windows has no call that reads a thread's mask: windows_runner.cpp sets the
 // process's mask and puts the previous one back.
 CpuMask CurrentThreadCpus();
 bool SetCurrentThreadCpus(CpuMask const &mask);
@@ -389,7 +389,7 @@ struct ChildResult {
 
 namespace detail {
 
-// The part a RunInChild call plays (main.cpp numbers the calls of each test
+// The part a RunInChild call plays (windows_runner.cpp numbers the calls of each test
 // case and decides).
 struct ChildCall {
     enum class Role {
@@ -415,7 +415,7 @@ ChildResult StartChild(unsigned index, std::chrono::seconds timeout);
 // stderr. A child that runs longer than the timeout is killed and reported
 // as TimedOut.
 //
-// Windows has no fork: the child is this program again, told (main.cpp) to
+// Windows has no fork: the child is this program again, told (windows_runner.cpp) to
 // run only the current test case, and in it only this call's body. Catch2
 // runs a test case the same way in both processes, once per leaf SECTION and
 // GENERATE value, so the RunInChild calls of a test case are numbered, and

@@ -26,6 +26,7 @@
 #include "ftl/callbacks.h"
 #include "ftl/detail/closure.h"
 #include "ftl/ftl_valgrind.h"
+#include "ftl/scheduler_options.h"
 #include "ftl/stats.h"
 #include "ftl/task.h"
 
@@ -45,21 +46,6 @@ class AtomicFlag;
 namespace detail {
 class Scheduler;
 } // namespace detail
-
-// What a worker does when it finds no work.
-enum class EmptyQueueBehavior {
-    Spin,  // keep looking, never yield the core: lowest latency, one core busy per worker
-    Yield, // keep looking, yielding the core between searches
-    Sleep, // look briefly, then park until work arrives: an idle scheduler costs ~0% CPU
-};
-
-// What happens when a fiber must be taken from the pool and none is free.
-enum class FiberPoolPolicy {
-    Grow,  // allocate more fibers and report it through EventCallbacks::OnFiberPoolGrown, up to
-           // 64 x FiberPoolSize (at least 65,536) or, on Linux, what vm.max_map_count allows
-           // (two mappings a fiber, 28,669 fibers at its default), then abort with a message
-    Fatal, // abort with a message naming the pool size
-};
 
 // Init's results. Init returns them as int: 0 is success.
 enum class InitError : int {

@@ -26,7 +26,7 @@
 
 #include "fiber/fiber.h"
 #include "ftl/callbacks.h"
-#include "ftl/task_scheduler.h"
+#include "ftl/scheduler_options.h"
 
 #include <atomic>
 #include <cfenv>

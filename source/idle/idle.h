@@ -26,7 +26,7 @@
 // the bit, so a claim between the parker's check and its sleep is not lost.
 #pragma once
 
-#include "ftl/task_scheduler.h"
+#include "ftl/scheduler_options.h"
 #include "platform/platform.h"
 #include "policy/spin.h"
 

@@ -75,7 +75,7 @@ public:
     // GetStats (source/scheduler/stats.cpp).
     SchedulerStats Stats() const;
     std::vector<WaitingFiber> WaitingFibers() const;
-    IdleState &Idle() { return m_idle; }
+    IdleState &Parking() { return m_idle; }
     GlobalQueue &Global(unsigned queue) { return m_global[queue]; }
     EventCallbacks const &Callbacks() const { return m_options.Callbacks; }
     Mechanisms const &Switches() const { return m_mechanisms; }

@@ -74,7 +74,7 @@ __attribute__((noinline)) Worker *CurrentWorkerOf(Scheduler const *scheduler) {
 void Worker::Init(Scheduler *scheduler, GlobalQueue *globalQueues, unsigned index, int cpu,
                   Mechanisms const &mechanisms) {
     m_scheduler = scheduler;
-    m_owner = scheduler->Owner();
+    m_taskScheduler = scheduler->Owner();
     m_global = globalQueues;
     m_index = index;
     m_cpu = cpu;
@@ -146,7 +146,7 @@ void Worker::Loop(Fiber *self) {
     for (;;) {
         if (worker->FindWork(item)) {
             IdleHooks hooks(*worker);
-            worker->m_scheduler->Idle().FoundWork(worker->m_index, hooks);
+            worker->m_scheduler->Parking().FoundWork(worker->m_index, hooks);
             worker = worker->RunItem(self, item);
             worker->CountItem();
         } else if (worker->m_passedWork) {
@@ -193,13 +193,13 @@ Worker *Worker::Idle(Fiber *self) {
     std::uint64_t const idleFrom = NowNs();
     m_idleSinceNs.store(idleFrom, std::memory_order_relaxed);
     std::uint64_t const idleTicks = m_trace != nullptr ? TraceTicks() : 0;
-    std::uint64_t const parks = m_trace != nullptr ? scheduler.Idle().Parks(m_index) : 0;
-    std::uint64_t const wakeUps = m_trace != nullptr ? scheduler.Idle().WakeUps(m_index) : 0;
-    scheduler.Idle().Idle(m_index, scheduler.Behavior(), hooks);
+    std::uint64_t const parks = m_trace != nullptr ? scheduler.Parking().Parks(m_index) : 0;
+    std::uint64_t const wakeUps = m_trace != nullptr ? scheduler.Parking().WakeUps(m_index) : 0;
+    scheduler.Parking().Idle(m_index, scheduler.Behavior(), hooks);
     m_tickStartNs = NowNs();
     if (m_trace != nullptr) {
-        std::uint32_t const how = (scheduler.Idle().Parks(m_index) != parks ? 1u : 0u) |
-                                  (scheduler.Idle().WakeUps(m_index) != wakeUps ? 2u : 0u);
+        std::uint32_t const how = (scheduler.Parking().Parks(m_index) != parks ? 1u : 0u) |
+                                  (scheduler.Parking().WakeUps(m_index) != wakeUps ? 2u : 0u);
         m_trace->Record(TraceKind::Idle, idleTicks, reinterpret_cast<void const *>(TraceTicks()), nullptr,
                         how, m_currentFiber->Index);
     }
@@ -576,7 +576,7 @@ void Worker::KeepReadied(Fiber *fiber, bool goesOn) {
     // fill seen once in its last check, and then the fiber waits for this
     // worker as before; so are the looks at the parked bits and the
     // searchers first, which spare Notify's fence when it would wake nobody.
-    IdleState &idle = m_scheduler->Idle();
+    IdleState &idle = m_scheduler->Parking();
     if (m_scheduler->Behavior() == EmptyQueueBehavior::Sleep && idle.AnyLooksParked() &&
         idle.NumSearching() == 0 && idle.Notify() >= 0) {
         m_nextWake.Woke(NowNs());

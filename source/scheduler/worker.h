@@ -325,8 +325,8 @@ private:
     std::uint32_t NextRandom();
 
     Scheduler *m_scheduler = nullptr;
-    TaskScheduler *m_owner = nullptr; // m_scheduler->Owner(), what a task is called with
-    GlobalQueue *m_global = nullptr;  // High, Normal; fibers readied outside the workers go to High
+    TaskScheduler *m_taskScheduler = nullptr; // m_scheduler->Owner(), what a task is called with
+    GlobalQueue *m_global = nullptr;          // High, Normal; fibers readied outside the workers go to High
     unsigned m_index = 0;
 
     // --- owner only ---
@@ -536,9 +536,9 @@ inline void Worker::Invoke(TaskItem const &item) {
     try {
 #endif
         if (item.IsClosure()) {
-            item.Invoker()(m_owner, item.Arg, item.Index());
+            item.Invoker()(m_taskScheduler, item.Arg, item.Index());
         } else {
-            item.Function(m_owner, item.Arg);
+            item.Function(m_taskScheduler, item.Arg);
         }
 #if defined(__cpp_exceptions)
     } catch (...) {

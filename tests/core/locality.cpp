@@ -278,7 +278,7 @@ unsigned WhereReadiedFiberRuns(ftl::TaskScheduler &ts, Readying how) {
         // stopped searching (a searcher between the two is not woken).
         while (!WaitsOn(ts, waitedOn)) {
         }
-        ftl::detail::IdleState const &idle = ftl::detail::Scheduler::Of(&ts)->Idle();
+        ftl::detail::IdleState const &idle = ftl::detail::Scheduler::Of(&ts)->Parking();
         auto const parkedBy = std::chrono::steady_clock::now() + std::chrono::seconds(5);
         while (!idle.IsParked(1) || idle.NumSearching() != 0) {
             if (std::chrono::steady_clock::now() > parkedBy) {
@@ -393,7 +393,7 @@ unsigned WhereInitThreadReadiedFiberRuns(ftl::TaskScheduler &ts, InitThreadReadi
                                                                    : &condition;
     // Until the fiber is parked (its registration follows the switch off its
     // stack), then until its worker has parked too and stopped searching.
-    ftl::detail::IdleState const &idle = ftl::detail::Scheduler::Of(&ts)->Idle();
+    ftl::detail::IdleState const &idle = ftl::detail::Scheduler::Of(&ts)->Parking();
     auto const parkedBy = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     bool parked = false;
     while (!parked && std::chrono::steady_clock::now() < parkedBy) {

@@ -1,13 +1,7 @@
-// The test runner. On Linux, Catch2's own main. On Windows, a main of its
-// own that also runs the children of RunInChild, and the helpers of
-// test_support.h that need <windows.h> (whose macros must stay out of the
-// test files).
-#if !defined(_WIN32)
-
-#define CATCH_CONFIG_MAIN
-#include <catch2/catch.hpp>
-
-#else
+// The test runner on Windows: a main of its own that also runs the children
+// of RunInChild, and the helpers of test_support.h that need <windows.h>
+// (whose macros must stay out of the test files). On Linux the runner is
+// catch_main.cpp.
 
 // A child of RunInChild must end the way the code under test ends it: an
 // abort or a crash must reach the system, not become a Catch2 test failure.
@@ -622,5 +616,3 @@ int main(int argc, char *argv[]) {
     }
     return Catch::Session().run(argc, argv);
 }
-
-#endif
