@@ -11,7 +11,7 @@
 #include "scheduler/scheduler.h"
 #include "scheduler/wait.h"
 #include "wait/wait_list.h"
-#include "waitables/counter_ops.h"
+#include "scheduler/counter_ops.h"
 
 #include <limits>
 #include <thread>

@@ -3,8 +3,11 @@
 // message to the other side; what must happen to
 // the fiber left (back to the pool, or published as a waiter) is the
 // scheduler's post-switch step, done by the fiber switched to once the switch
-// has completed (docs/design.adoc, invariant 1). This layer knows nothing of
+// has completed (docs/design.adoc, invariant 1). This layer calls nothing of
 // the scheduler: it makes stacks, switches, and tells sanitizers and valgrind.
+// The descriptor also carries four fields of the scheduler's (each marked
+// so), so that all of a fiber's state is one descriptor of two cache lines;
+// this layer never reads them.
 //
 // Two backends, chosen at configure time (FTL_FIBER_BACKEND):
 // - switch_boost.cpp: Boost.Context's fcontext on stacks from MapStack;
@@ -84,7 +87,7 @@ struct alignas(64) Fiber {
     // The lowest address this fiber's frames may reach: StackLow for a pool
     // fiber, the thread stack's low end for a thread fiber (0: unknown).
     std::uintptr_t StackFloor = 0;
-    // Helping while waiting (scheduler/help.h): the innermost hand of
+    // The scheduler's: helping while waiting (scheduler/help.h): the innermost hand of
     // children an inline loop running on this fiber holds; nullptr when no
     // inline loop runs on it. While it is set, the fiber runs a task, even a
     // thread's own fiber.
@@ -101,7 +104,7 @@ struct alignas(64) Fiber {
     void *AsanFakeStack = nullptr;
     void *TsanFiber = nullptr;
 
-    // What the list of parked fibers reads (TaskScheduler::GetWaitingFibers):
+    // The scheduler's: what the list of parked fibers reads (TaskScheduler::GetWaitingFibers):
     // the node of the wait the fiber is parked in (set, release, before it
     // leaves its thread; cleared when it runs again, then a release fence,
     // so a reader that re-checks it after an acquire fence drops a copy

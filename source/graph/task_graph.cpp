@@ -22,6 +22,7 @@
 
 #include "ftl/assert.h"
 #include "ftl/task_counter.h"
+#include "scheduler/observe.h"
 #include "scheduler/scheduler.h"
 
 #include <algorithm>
@@ -304,8 +305,7 @@ void TaskGraph::Impl::RunNode(unsigned index, Batch &batch) {
         return;
     }
     if (Traced) {
-        detail::CurrentWorker()->ObserveSpanBegin(reinterpret_cast<void const *>(node.Body.Invoke),
-                                                  node.Name);
+        detail::SpanObserver::Begin(reinterpret_cast<void const *>(node.Body.Invoke), node.Name);
     }
 #if defined(__cpp_exceptions)
     try {
@@ -320,7 +320,7 @@ void TaskGraph::Impl::RunNode(unsigned index, Batch &batch) {
     node.Body.Invoke(Scheduler, node.Body.Function, 0);
 #endif
     if (Traced) {
-        detail::CurrentWorker()->ObserveSpanEnd(); // the node may have resumed on another worker
+        detail::SpanObserver::End();
     }
 }
 
@@ -465,7 +465,7 @@ void TaskGraph::Run(TaskCounter *done) {
     }
     graph.Cancelled.store(false, std::memory_order_relaxed);
     graph.Done = done;
-    graph.Traced = detail::Scheduler::Of(graph.Scheduler)->WorkerAt(0).Trace() != nullptr;
+    graph.Traced = detail::SpanObserver::Recording(graph.Scheduler);
     // Publishes the resets above to the node tasks (queueing them releases too).
     graph.Unfinished.store(n, std::memory_order_release);
     detail::Scheduler::Of(graph.Scheduler)

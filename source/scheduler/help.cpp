@@ -1,8 +1,8 @@
 #include "scheduler/help.h"
 
 #include "ftl/task_counter.h"
+#include "scheduler/counter_ops.h"
 #include "scheduler/scheduler.h"
-#include "waitables/counter_ops.h"
 
 namespace ftl {
 namespace detail {

@@ -16,10 +16,10 @@
 #include "ftl/atomic_counter.h"
 #include "ftl/task_counter.h"
 #include "platform/fault.h"
+#include "scheduler/counter_ops.h"
 #include "scheduler/help.h"
 #include "scheduler/wait.h"
 #include "wait/wait_list.h"
-#include "waitables/counter_ops.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -73,20 +73,9 @@ void Scheduler::Destroy(TaskScheduler &owner) {
     // An outside thread that readied the fiber whose finish ended the drain
     // (or this thread's own wait) may still be waking a worker.
     scheduler->AwaitOutsideCalls();
-    if (char const *stats = std::getenv("FTL_STATS"); stats != nullptr && *stats != '\0' && *stats != '0') {
-        std::fputs(FormatStats(scheduler->Stats()).c_str(), stderr);
-    }
+    scheduler->PrintStatsIfAsked();
     scheduler->Teardown(scheduler->m_numWorkers);
-#if defined(__cpp_exceptions)
-    try {
-        scheduler->WriteTrace();
-    } catch (std::exception const &e) {
-        // In a destructor: report it, and go on destroying.
-        std::fprintf(stderr, "ftl: trace: not written: %s\n", e.what());
-    }
-#else
-    scheduler->WriteTrace();
-#endif
+    scheduler->m_trace.Write(); // after the workers stopped: nothing records any more
     delete scheduler;
 }
 
@@ -97,8 +86,32 @@ Scheduler::Scheduler(TaskScheduler *owner, TaskSchedulerInitOptions const &optio
 Scheduler::~Scheduler() = default;
 
 InitError Scheduler::Start() {
-    TaskSchedulerInitOptions const &options = m_options;
     std::vector<int> const cpus = AllowedCpus();
+    if (InitError const invalid = Validate(cpus); invalid != InitError::Success) {
+        return invalid;
+    }
+    BuildWorkers(cpus);
+    if (!m_pool.Init(m_options.FiberPoolSize, m_numWorkers, m_options.FiberStackSize,
+                     m_options.FiberStackGuardSize, m_options.PoolPolicy, m_options.Callbacks,
+                     &Worker::FiberEntry, &m_workers[0].ThreadFiber())) {
+        return InitError::FiberCreationFailed;
+    }
+    EventCallbacks const &callbacks = m_options.Callbacks;
+    if (callbacks.OnFibersCreated != nullptr) {
+        callbacks.OnFibersCreated(callbacks.Context, m_options.FiberPoolSize);
+    }
+    m_drainFlag.reset(new AtomicFlag(m_owner));
+    if (InitError const started = StartThreads(); started != InitError::Success) {
+        return started;
+    }
+    if (callbacks.OnThreadsCreated != nullptr) {
+        callbacks.OnThreadsCreated(callbacks.Context, m_numWorkers);
+    }
+    return InitError::Success;
+}
+
+InitError Scheduler::Validate(std::vector<int> const &cpus) {
+    TaskSchedulerInitOptions const &options = m_options;
     m_numWorkers = options.ThreadPoolSize != 0 ? options.ThreadPoolSize : static_cast<unsigned>(cpus.size());
     if (options.ThreadPoolSize == 0 && m_numWorkers > kMaxWorkers) {
         m_numWorkers = kMaxWorkers;
@@ -110,11 +123,16 @@ InitError Scheduler::Start() {
         (options.PoolPolicy != FiberPoolPolicy::Grow && options.PoolPolicy != FiberPoolPolicy::Fatal)) {
         return InitError::InvalidOptions;
     }
+    return InitError::Success;
+}
 
+void Scheduler::BuildWorkers(std::vector<int> const &cpus) {
+    TaskSchedulerInitOptions const &options = m_options;
     m_startNs = NowNs();
     m_inlineStackNeed = options.FiberStackSize / kInlineStackShareDen * kInlineStackShareNum;
     m_helpsInline = m_mechanisms.InlineChildren && options.Callbacks.OnFiberAttached == nullptr &&
                     options.Callbacks.OnFiberDetached == nullptr;
+    m_trace.Start(options.TraceFile, options.TraceBufferEvents, m_numWorkers);
     m_workers.reset(new Worker[m_numWorkers]);
     for (unsigned i = 0; i < m_numWorkers; ++i) {
         // An unpinned worker 0 is on no CPU in particular (WorkerOnCallersCpu).
@@ -126,39 +144,31 @@ InitError Scheduler::Start() {
                                      std::max(kMinPressureShare, options.FiberPoolSize / (2 * m_numWorkers)),
                                      std::uint64_t{options.MaxIdleSpinMicros} * 1000,
                                      m_mechanisms.DeepFirstUnderPressure);
+        m_workers[i].SetObservers(m_trace.Buffer(i), options.Callbacks);
     }
-    StartTrace();
     m_idle.Init(m_numWorkers, m_mechanisms.SearcherLimit, m_mechanisms.SpinBeforePark,
                 m_mechanisms.AdaptiveSpin, std::uint64_t{options.MaxIdleSpinMicros} * 1000);
     m_closures.Init(m_numWorkers);
     m_fibtexes.Init(m_numWorkers, FibtexSwitches{m_mechanisms.LockPeeks, m_mechanisms.LockWatchesIdle,
                                                  m_mechanisms.LockPatience, m_mechanisms.LockHandOff});
     m_behavior.store(options.Behavior, std::memory_order_relaxed);
-
-    Worker &main = m_workers[0];
     RememberNewFiberFpControl();
-    if (!m_pool.Init(options.FiberPoolSize, m_numWorkers, options.FiberStackSize, options.FiberStackGuardSize,
-                     options.PoolPolicy, options.Callbacks, &Worker::FiberEntry, &main.ThreadFiber())) {
-        return InitError::FiberCreationFailed;
-    }
-    EventCallbacks const &callbacks = options.Callbacks;
-    if (callbacks.OnFibersCreated != nullptr) {
-        callbacks.OnFibersCreated(callbacks.Context, options.FiberPoolSize);
-    }
-    m_drainFlag.reset(new AtomicFlag(m_owner));
+}
 
+InitError Scheduler::StartThreads() {
     // The calling thread becomes worker 0; its own stack is fiber 0.
+    Worker &main = m_workers[0];
     if (PinsCallingThread()) {
         m_initThreadAffinity = SaveAffinity();
     }
-    if (options.CatchStackOverflow) {
+    if (m_options.CatchStackOverflow) {
         InstallFaultHandler(&Scheduler::ExplainFault);
     }
-    main.EnterThread(true, PinsCallingThread(), options.CatchStackOverflow);
+    main.EnterThread(true, PinsCallingThread(), m_options.CatchStackOverflow);
+    EventCallbacks const &callbacks = m_options.Callbacks;
     if (callbacks.OnFiberAttached != nullptr) {
         callbacks.OnFiberAttached(callbacks.Context, main.ThreadFiber().Index);
     }
-
     for (unsigned i = 1; i < m_numWorkers; ++i) {
 #if defined(__cpp_exceptions)
         try {
@@ -176,9 +186,7 @@ InitError Scheduler::Start() {
     // Return only once every worker is ready to take work: otherwise the
     // first tasks after Init run on fewer workers for as long as the threads
     // take to start (1-3 ms measured on a 2-core VM).
-    if (!m_traceBuffers.empty()) {
-        m_traceBuffers[0]->Populate();
-    }
+    m_trace.Populate(0);
     for (;;) {
         std::uint32_t const up = m_workersUp.load(std::memory_order_acquire);
         if (up == m_numWorkers - 1) {
@@ -186,10 +194,7 @@ InitError Scheduler::Start() {
         }
         FutexWait(&m_workersUp, up);
     }
-    m_traceOriginNs = NowNs(); // the trace's time 0: Init returns
-    if (callbacks.OnThreadsCreated != nullptr) {
-        callbacks.OnThreadsCreated(callbacks.Context, m_numWorkers);
-    }
+    m_trace.MarkOrigin();
     return InitError::Success;
 }
 
@@ -198,9 +203,7 @@ void Scheduler::ThreadMain(Worker *worker) {
     // takes the thread back at the end: it runs no task, and callbacks do not
     // hear of it (the fiber attached is the pool fiber, index Index()).
     worker->EnterThread(false, m_options.PinThreads, m_options.CatchStackOverflow);
-    if (!m_traceBuffers.empty()) {
-        m_traceBuffers[worker->Index()]->Populate(); // on its own core, alongside the others
-    }
+    m_trace.Populate(worker->Index()); // on its own core, alongside the others
     EventCallbacks const &callbacks = m_options.Callbacks;
     if (callbacks.OnWorkerThreadStarted != nullptr) {
         callbacks.OnWorkerThreadStarted(callbacks.Context, worker->Index());
@@ -215,28 +218,6 @@ void Scheduler::ThreadMain(Worker *worker) {
 void Scheduler::WorkerStarted() {
     m_workersUp.fetch_add(1, std::memory_order_release); // Start waits for this
     FutexWake(&m_workersUp, 1);
-}
-
-void Scheduler::Drain() {
-    Worker *worker = CurrentWorkerOfThis();
-    if (worker != &m_workers[0] || worker->CurrentFiber() != &worker->ThreadFiber() ||
-        worker->ThreadFiber().Hand != nullptr) {
-        FTL_FATAL("a TaskScheduler must be destroyed by the thread that called Init, outside any task");
-    }
-    // Run everything already added. The Init thread parks on m_drainFlag; the
-    // first worker to go idle with every task finished clears it.
-    m_drainFlag->Set();
-    m_drainRequested.store(true, std::memory_order_seq_cst);
-    // The request's store before the count loads of Quiescent (arm64 and x86
-    // alike may otherwise load first). Pairs with Worker::Idle's fence, which
-    // orders a worker's published finishes before its load of the request:
-    // either that worker sees the request, or this sees its finishes.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (Quiescent()) {
-        m_drainRequested.store(false, std::memory_order_relaxed);
-    } else {
-        m_owner->WaitForCounter(m_drainFlag.get(), true);
-    }
 }
 
 void Scheduler::AwaitOutsideCalls() const {
@@ -265,60 +246,6 @@ void Scheduler::Teardown(unsigned threadsStarted) {
     }
     m_drainFlag.reset();
     m_pool.DestroyAll();
-}
-
-void Scheduler::StartTrace() {
-    char const *file = m_options.TraceFile;
-    if (file == nullptr) {
-        file = std::getenv("FTL_TRACE");
-    }
-    std::size_t events = m_options.TraceBufferEvents;
-    if (char const *text = std::getenv("FTL_TRACE_EVENTS"); text != nullptr && *text != '\0') {
-        events = std::strtoull(text, nullptr, 10);
-    }
-    if (file != nullptr && *file != '\0' && events != 0) {
-        m_traceFile = file;
-        m_traceStart = TraceClock::Sample();
-        for (unsigned i = 0; i < m_numWorkers; ++i) {
-            m_traceBuffers.push_back(std::make_unique<TraceBuffer>(events));
-        }
-    }
-    for (unsigned i = 0; i < m_numWorkers; ++i) {
-        m_workers[i].SetObservers(m_traceBuffers.empty() ? nullptr : m_traceBuffers[i].get(),
-                                  m_options.Callbacks);
-    }
-}
-
-void Scheduler::WriteTrace() {
-    // After the workers stopped: nothing records any more.
-    if (m_traceBuffers.empty()) {
-        return;
-    }
-    std::vector<TraceBuffer const *> buffers;
-    for (auto const &buffer : m_traceBuffers) {
-        buffers.push_back(buffer.get());
-        if (buffer->Lost() != 0) {
-            std::fprintf(stderr,
-                         "ftl: trace: worker %u's buffer of %zu events filled; it did not record %llu more "
-                         "(raise TaskSchedulerInitOptions::TraceBufferEvents or FTL_TRACE_EVENTS)\n",
-                         static_cast<unsigned>(buffers.size() - 1), buffer->Capacity(),
-                         static_cast<unsigned long long>(buffer->Lost()));
-        }
-    }
-    // The tick rate from the two samples, as far apart as the trace is long.
-    TraceClock clock;
-    std::pair<std::uint64_t, std::uint64_t> const end = TraceClock::Sample();
-    clock.Ticks0 = m_traceStart.first;
-    clock.Ns0 = m_traceStart.second;
-    if (end.first > m_traceStart.first && end.second > m_traceStart.second) {
-        clock.NsPerTick = static_cast<double>(end.second - m_traceStart.second) /
-                          static_cast<double>(end.first - m_traceStart.first);
-    }
-    std::string error;
-    if (!WriteChromeTrace(m_traceFile, buffers.data(), static_cast<unsigned>(buffers.size()), clock,
-                          m_traceOriginNs, error)) {
-        std::fprintf(stderr, "ftl: trace: cannot write %s: %s\n", m_traceFile.c_str(), error.c_str());
-    }
 }
 
 bool Scheduler::ExplainFault(std::uintptr_t address) {
@@ -552,143 +479,6 @@ bool Scheduler::AnyWorkVisible(Worker const &worker, bool othersTasks, bool yiel
         }
     }
     return false;
-}
-
-// ---- Timers ----
-
-void Scheduler::AddTimer(WaitNode *node) {
-    if (m_timers.Add(node)) {
-        // The new earliest deadline: a parked worker sleeps with the old one
-        // as its timeout. Wake one, which parks again with this one.
-        m_idle.Notify();
-    }
-}
-
-void Scheduler::RemoveTimer(WaitNode *node) {
-    m_timers.Remove(node);
-}
-
-void Scheduler::FireDueTimers() {
-    if (m_timers.Empty()) {
-        return;
-    }
-    std::uint64_t const now = NowNs();
-    if (m_timers.Earliest() > now) {
-        return;
-    }
-    constexpr unsigned kBatch = 16;
-    TimedOutWaiter due[kBatch];
-    unsigned taken;
-    do {
-        taken = m_timers.TakeDue(now, due, kBatch);
-        for (unsigned i = 0; i < taken; ++i) {
-            ReadyFiber(*this, due[i].Waiter, due[i].PinnedTo);
-        }
-    } while (taken == kBatch);
-}
-
-std::uint64_t Scheduler::TimeToNextTimer() const {
-    std::uint64_t const earliest = m_timers.Earliest();
-    if (earliest == Timers::kNever) {
-        return 0;
-    }
-    std::uint64_t const now = NowNs();
-    return earliest > now ? earliest - now : 1;
-}
-
-// ---- The drain at destruction ----
-
-std::uint64_t Scheduler::FinishedCount() const {
-    std::uint64_t finished = 0;
-    for (unsigned i = 0; i < m_numWorkers; ++i) {
-        finished += m_workers[i].Finished();
-    }
-    return finished;
-}
-
-std::uint64_t Scheduler::AddedCount() const {
-    std::uint64_t added = m_externalAdded.load(std::memory_order_acquire);
-    for (unsigned i = 0; i < m_numWorkers; ++i) {
-        added += m_workers[i].Added();
-    }
-    return added;
-}
-
-bool Scheduler::Quiescent() const {
-    // Finished counts first, added counts second. Each only grows and a task
-    // is counted as added before it can finish, so
-    //   finished read <= finished(t) <= added(t) <= added read
-    // for the moment t between the two passes: equal sums mean that at t every
-    // task added had finished, and nothing was left to add more.
-    std::uint64_t const finished = FinishedCount();
-    return finished == AddedCount();
-}
-
-void Scheduler::CheckDrain(Worker const &worker, bool yielding) {
-    if (!m_drainRequested.load(std::memory_order_relaxed)) {
-        return;
-    }
-    if (Quiescent()) {
-        if (m_drainRequested.exchange(false, std::memory_order_acq_rel)) {
-            m_drainFlag->Clear();
-        }
-        return;
-    }
-    // Not done. If no task has finished for kDrainStallNs while every other
-    // worker is parked or only resumes fibers that call Yield, and nothing
-    // else is queued, the unfinished tasks are fibers waiting for counters,
-    // flags or Fibtexes that no task will ever change, or tasks that yield
-    // for something that never comes: the drain would hang forever. Say so
-    // instead. (A thread outside the scheduler could still release them; a
-    // program that relies on that must do it before destroying the
-    // scheduler.)
-    std::uint64_t const finished = FinishedCount();
-    std::uint64_t const now = NowNs();
-    // The time first, the count last (release), read count first (acquire):
-    // a worker that reads a count another just stored reads that one's time
-    // (or a later one). Relaxed, arm64 could pair the new count with an old
-    // time and report a stall at once, not kDrainStallNs after the last finish.
-    if (finished != m_drainProgress.load(std::memory_order_acquire) ||
-        m_drainProgressNs.load(std::memory_order_relaxed) == 0) {
-        m_drainProgressNs.store(now, std::memory_order_relaxed);
-        m_drainProgress.store(finished, std::memory_order_release);
-        return;
-    }
-    // A pending timer will end a wait: not a stall.
-    if (now - m_drainProgressNs.load(std::memory_order_relaxed) < kDrainStallNs || !m_timers.Empty() ||
-        !OthersStalled(worker.Index(), now, yielding) || AnyWorkVisible(worker, true, !yielding)) {
-        return;
-    }
-    // Reported once, by the first worker to see it.
-    if (m_stallReported.exchange(true, std::memory_order_relaxed)) {
-        return;
-    }
-    // What each of them waits for (not the drain's own wait).
-    std::vector<WaitingFiber> waiting = WaitingFibers();
-    waiting.erase(
-        std::remove_if(waiting.begin(), waiting.end(),
-                       [this](WaitingFiber const &fiber) { return fiber.Object == m_drainFlag.get(); }),
-        waiting.end());
-    std::fputs(FormatWaitingFibers(waiting).c_str(), stderr);
-    FTL_FATAL(
-        "TaskScheduler destroyed while %llu task(s) can never finish: %s (no task has finished for %llu "
-        "ms, %s; the fibers %s are listed above)",
-        static_cast<unsigned long long>(AddedCount() - finished),
-        yielding ? "tasks keep calling Yield while nothing else finishes"
-                 : "their fibers wait on counters, flags or Fibtexes that nothing changes any more",
-        static_cast<unsigned long long>(kDrainStallNs / 1000000u),
-        yielding ? "and no worker has other work" : "every worker is idle",
-        yielding ? "parked in a wait or a yield" : "that wait");
-}
-
-bool Scheduler::OthersStalled(unsigned self, std::uint64_t now, bool yielding) const {
-    for (unsigned i = 0; i < m_numWorkers; ++i) {
-        if (i != self && !m_idle.IsParked(i) &&
-            !(yielding && m_workers[i].YieldLoopSince(now - kDrainPollNs))) {
-            return false;
-        }
-    }
-    return true;
 }
 
 } // namespace detail

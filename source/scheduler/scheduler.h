@@ -34,7 +34,7 @@
 #include "scheduler/mechanisms.h"
 #include "scheduler/timers.h"
 #include "scheduler/worker.h"
-#include "trace/trace.h"
+#include "trace/session.h"
 #include "waitables/fibtex_context.h"
 
 #include <atomic>
@@ -74,6 +74,8 @@ public:
     FiberPool &Pool() { return m_pool; }
     // GetStats (source/scheduler/stats.cpp).
     SchedulerStats Stats() const;
+    // At destruction: prints the statistics to stderr when FTL_STATS is set.
+    void PrintStatsIfAsked() const;
     std::vector<WaitingFiber> WaitingFibers() const;
     IdleState &Parking() { return m_idle; }
     GlobalQueue &Global(unsigned queue) { return m_global[queue]; }
@@ -171,7 +173,12 @@ private:
     template <class Make>
     void PushItems(Worker *worker, unsigned count, Make &make, TaskPriority priority, TaskCounter *counter,
                    unsigned threadIndex);
+    // Init's steps: Start validates the options, builds the workers and the
+    // shared state, makes the fiber pool and starts the threads.
     InitError Start();
+    InitError Validate(std::vector<int> const &cpus);
+    void BuildWorkers(std::vector<int> const &cpus);
+    InitError StartThreads();
     void ThreadMain(Worker *worker);
     void Drain();
     // Destroy's: until no OutsideCall is inside.
@@ -194,8 +201,6 @@ private:
     // that call Yield since `now - kDrainPollNs`. (A parked worker leaves
     // the report to a yielding one, which names the yields.)
     bool OthersStalled(unsigned self, std::uint64_t now, bool yielding) const;
-    void StartTrace();
-    void WriteTrace();
     static bool ExplainFault(std::uintptr_t address);
 
     TaskScheduler *m_owner;
@@ -228,11 +233,7 @@ private:
     std::uintptr_t m_inlineStackNeed = 0;
     bool m_helpsInline = true;
     SavedAffinity m_initThreadAffinity;
-    // The trace (empty file name: off), one buffer per worker.
-    std::string m_traceFile;
-    std::pair<std::uint64_t, std::uint64_t> m_traceStart; // TraceClock::Sample() at Init
-    std::uint64_t m_traceOriginNs = 0;                    // NowNs() when Init returned
-    std::vector<std::unique_ptr<TraceBuffer>> m_traceBuffers;
+    TraceSession m_trace;
 };
 
 } // namespace detail

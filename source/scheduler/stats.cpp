@@ -8,9 +8,16 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 
 namespace ftl {
 namespace detail {
+
+void Scheduler::PrintStatsIfAsked() const {
+    if (char const *stats = std::getenv("FTL_STATS"); stats != nullptr && *stats != '\0' && *stats != '0') {
+        std::fputs(FormatStats(Stats()).c_str(), stderr);
+    }
+}
 
 SchedulerStats Scheduler::Stats() const {
     SchedulerStats stats;

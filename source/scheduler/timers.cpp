@@ -1,6 +1,8 @@
 #include "scheduler/timers.h"
 
 #include "platform/platform.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/wait.h"
 #include "wait/wait_list.h"
 
 #include <limits>
@@ -109,6 +111,48 @@ unsigned Timers::TakeDue(std::uint64_t now, TimedOutWaiter *out, unsigned max) {
     }
     Publish();
     return taken;
+}
+
+// ---- The scheduler's side: the heap, and readying what falls due ----
+
+void Scheduler::AddTimer(WaitNode *node) {
+    if (m_timers.Add(node)) {
+        // The new earliest deadline: a parked worker sleeps with the old one
+        // as its timeout. Wake one, which parks again with this one.
+        m_idle.Notify();
+    }
+}
+
+void Scheduler::RemoveTimer(WaitNode *node) {
+    m_timers.Remove(node);
+}
+
+void Scheduler::FireDueTimers() {
+    if (m_timers.Empty()) {
+        return;
+    }
+    std::uint64_t const now = NowNs();
+    if (m_timers.Earliest() > now) {
+        return;
+    }
+    constexpr unsigned kBatch = 16;
+    TimedOutWaiter due[kBatch];
+    unsigned taken;
+    do {
+        taken = m_timers.TakeDue(now, due, kBatch);
+        for (unsigned i = 0; i < taken; ++i) {
+            ReadyFiber(*this, due[i].Waiter, due[i].PinnedTo);
+        }
+    } while (taken == kBatch);
+}
+
+std::uint64_t Scheduler::TimeToNextTimer() const {
+    std::uint64_t const earliest = m_timers.Earliest();
+    if (earliest == Timers::kNever) {
+        return 0;
+    }
+    std::uint64_t const now = NowNs();
+    return earliest > now ? earliest - now : 1;
 }
 
 } // namespace detail

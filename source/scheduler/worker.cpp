@@ -4,9 +4,10 @@
 #include "scheduler/worker.h"
 
 #include "ftl/assert.h"
+#include "scheduler/counter_ops.h"
+#include "scheduler/observe.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/wait.h"
-#include "waitables/counter_ops.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -310,6 +311,18 @@ void Worker::ObserveSpanEnd() {
     if (m_trace != nullptr) {
         m_trace->Record(TraceKind::SpanEnd, TraceTicks(), nullptr, nullptr, 0, m_currentFiber->Index);
     }
+}
+
+bool SpanObserver::Recording(TaskScheduler *taskScheduler) {
+    return Scheduler::Of(taskScheduler)->WorkerAt(0).Trace() != nullptr;
+}
+
+void SpanObserver::Begin(void const *code, char const *name) {
+    CurrentWorker()->ObserveSpanBegin(code, name);
+}
+
+void SpanObserver::End() {
+    CurrentWorker()->ObserveSpanEnd();
 }
 
 void Worker::TraceSteal(unsigned victim) {

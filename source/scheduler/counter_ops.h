@@ -1,5 +1,7 @@
-// Scheduler-side access to counters: reading the value, a batch of finished
-// tasks, and publishing a waiter on a counter's list.
+// What the scheduler needs of the public counters: reading the value, a
+// batch of finished tasks, a task's error, and publishing a waiter on a
+// counter's list. Declared in the layer that calls it; the counters'
+// code (waitables/counters.cpp) implements it.
 #pragma once
 
 #include "ftl/base_counter.h"
