@@ -7,11 +7,11 @@
 #include "ftl/atomic_counter.h"
 #include "ftl/parallel_for.h"
 #include "ftl/task_counter.h"
+#include "scheduler/counter_ops.h"
 #include "scheduler/help.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/wait.h"
 #include "wait/wait_list.h"
-#include "scheduler/counter_ops.h"
 
 #include <limits>
 #include <thread>
@@ -76,7 +76,7 @@ bool WaitForValue(detail::Scheduler *scheduler, detail::Worker *worker, BaseCoun
         FTL_FATAL("TaskScheduler::WaitForCounter on a counter created for another TaskScheduler");
     }
     if (worker != nullptr) {
-        worker->PublishFinished(); // the value may be waiting on them
+        worker->AtSchedulingPoint(); // the value may be waiting on this worker's finishes
     }
     if (detail::CounterOps::Value(*counter) == target) {
         return true;

@@ -12,7 +12,7 @@ Worker *Park(Worker *worker, WaitNode &node, bool pin, RegisterWaiter registerWa
     // a child an inline loop on this fiber holds: publish them (first, so a
     // fiber they ready can take the hand-off below), and hand the children
     // back, so a sibling one of them waits for is never hidden.
-    worker->PublishFinished();
+    worker->AtSchedulingPoint();
     Fiber *self = worker->CurrentFiber();
     ReturnHeldChildren(worker, self->Hand);
     node.Waiter = self;
@@ -32,7 +32,6 @@ Worker *Park(Worker *worker, WaitNode &node, bool pin, RegisterWaiter registerWa
     // turn) -- without this, two fibers waking each other would hand the
     // thread back and forth forever and starve queued tasks.
     Fiber *next = nullptr;
-    worker->JudgeNextWake();
     if (worker->NextSource(false) == Source::ReadyFiber && worker->TakeReadyFiber(next)) {
         next->Transition(FiberState::Ready, FiberState::Running);
         worker->CountItem();

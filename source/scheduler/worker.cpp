@@ -153,9 +153,9 @@ void Worker::Loop(Fiber *self) {
         } else if (worker->m_passedWork) {
             // Under pressure, only shallower tasks: look again, until the
             // deeper work comes, a wait ends, or the patience runs out.
-            worker->PublishFinished();
+            worker->AtSchedulingPoint();
             CpuRelax();
-        } else if (!worker->PublishFinished()) { // publishing may ready a fiber: if so, look again
+        } else if (!worker->AtSchedulingPoint()) { // publishing may ready a fiber: if so, look again
             worker->EndTick();
             worker = worker->Idle(self);
         }
@@ -170,7 +170,9 @@ Worker *Worker::RunItem(Fiber *self, TaskItem const &item) {
         return RunTask(item);
     }
     // A ready fiber: run it in our place; this fiber goes back to the pool
-    // and continues from here when it is next handed out.
+    // and continues from here when it is next handed out. It goes on with a
+    // task of a counter not known here: the finishes go first (TaskEnded).
+    PublishFinished();
     Fiber *fiber = item.AsFiber();
     fiber->Transition(FiberState::Ready, FiberState::Running);
     SwitchRecord record{self, fiber, this, AfterSwitch::ReturnToPool};
@@ -332,7 +334,9 @@ void Worker::TraceSteal(unsigned victim) {
 // ---- The find-work order's takes ----
 
 bool Worker::FindWork(TaskItem &item) {
-    JudgeNextWake();
+    // The task before ended: the wake its fills made is judged now (the
+    // finishes wait for a task of another counter, TaskEnded).
+    m_nextWake.AtSchedulingPoint(NowNs);
     m_pressure.Floor(m_interval.AvgItemNs());
     m_passedWork = false;
     bool const globalTurn = GlobalTurn();
@@ -739,9 +743,7 @@ bool Worker::PublishHeld() {
 // ---- Switching ----
 
 Worker *Worker::SwitchTo(SwitchRecord &record) {
-    // The fiber switched to may run for long, or the one left may wait on
-    // what this worker finished: publish first.
-    PublishFinished();
+    FTL_ASSERT(m_doneCount == 0, "a switch with finished tasks not published (every caller publishes first)");
     EventCallbacks const &callbacks = m_scheduler->Callbacks();
     if (callbacks.OnFiberDetached != nullptr && record.From->Reported) {
         callbacks.OnFiberDetached(callbacks.Context, record.From->Index, record.Action == AfterSwitch::Park);

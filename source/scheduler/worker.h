@@ -126,9 +126,6 @@ public:
     // finds the queue empty is over.
     Source NextSource(bool heldTasks);
     bool TakeReadyFiber(Fiber *&fiber);
-    // At a scheduling point of this worker (its task waits or ended): did
-    // the wake made for the slot since pay? (NextWakePolicy.)
-    void JudgeNextWake() { m_nextWake.AtSchedulingPoint(NowNs); }
     // Moves the next slot's fiber, if any, to the ready deque, where every
     // worker may take it, and wakes one for it (a relaxed load when empty).
     void PublishNext();
@@ -163,18 +160,27 @@ public:
     // tasks looks once.
     Worker *RunPlainTask(TaskItem const &item);
     Worker *RunObservedTask(TaskItem const &item);
-    // Publishes this worker's finished tasks not yet published; true if there
-    // were any. (A task's finish is TaskEnded; see there.)
-    bool PublishFinished() { return m_doneCount != 0 && PublishHeld(); }
+    // A scheduling point: the running task waits (or is about to look
+    // whether it must), the worker switches to another fiber, or it is out
+    // of work. The one place, but for TaskEnded's batching, where finished
+    // tasks are published: a waiter may need them, and what runs next may
+    // run long. Also where the next slot's wake is judged (NextWakePolicy).
+    // True if there were finishes to publish (they may have readied a
+    // fiber).
+    bool AtSchedulingPoint() {
+        m_nextWake.AtSchedulingPoint(NowNs);
+        return PublishFinished();
+    }
     // This worker's finished tasks of `counter` not yet published.
     unsigned UnpublishedOf(TaskCounter const *counter) const {
         return m_doneCounter == counter ? m_doneCount : 0;
     }
 
     // --- Switching ---
-    // Switches from record.From (the running fiber) to record.To, after
-    // publishing this worker's finished tasks. Returns when record.From is
-    // resumed, with the worker it runs on then.
+    // Switches from record.From (the running fiber) to record.To; this
+    // worker's finished tasks are published already (a scheduling point, or
+    // RunItem). Returns when record.From is resumed, with the worker it runs
+    // on then.
     Worker *SwitchTo(SwitchRecord &record);
 
     // --- Queues, and the counts the drain at destruction reads ---
@@ -293,6 +299,9 @@ private:
     Worker *RunItem(Fiber *self, TaskItem const &item);
     // The task's finish: every task that ends, on any path, ends here.
     void TaskEnded(TaskCounter *counter);
+    // Publishes this worker's finished tasks not yet published; true if there
+    // were any.
+    bool PublishFinished() { return m_doneCount != 0 && PublishHeld(); }
     bool PublishHeld(); // PublishFinished when m_doneCount != 0
     // Calls the task's function. Inline: the exception handler costs no
     // instruction until a task throws, and the call is the one the task needs.
