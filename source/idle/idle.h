@@ -41,10 +41,9 @@ namespace detail {
 constexpr unsigned kMaxWorkers = 256;
 
 // Spin before parking: kSpinRounds looks at every queue, kSpinPauses pause
-// instructions apart (roughly 10-50 us in all, depending on the CPU's pause
-// latency): long enough to catch the next task of a producer (W4's hand-offs
-// are 1.2-2.8x faster with it), short enough that an idle scheduler parks at
-// once (W7 stays far below 0.02 cpu-s per 2 s).
+// instructions apart (roughly 10-50 us in all): long enough to catch a
+// producer's next task without a futex wake, short enough that an idle
+// scheduler parks at once (docs/design.adoc, "Idle workers").
 constexpr unsigned kSpinRounds = 64;
 constexpr unsigned kSpinPauses = 32;
 class IdleState {
@@ -157,9 +156,8 @@ private:
     bool LeaveIfWork(unsigned self, Hooks &hooks, bool slept, bool *claimed = nullptr);
 
     // Set at Init, read on every item a worker finds (FoundWork): on a line
-    // no other thread writes. (Beside the searcher count they cost W3 about
-    // 10% when cross-core hand-offs are slow: every searcher's count update
-    // took the line away.)
+    // no other thread writes (beside the searcher count, every searcher's
+    // update would take the line away).
     alignas(64) std::unique_ptr<Slot[]> m_slots;
     unsigned m_numWorkers = 1;
     bool m_limitSearchers = true;

@@ -34,10 +34,9 @@ inline void CpuRelax() {
 // nothing after it starts until the run's last instruction has (`lfence` on
 // x86, `isb` on arm64). A CPU that guesses the run's loop has ended runs the
 // look ahead of time, and a load run ahead still takes its line from the
-// core that writes it. On the AMD EPYC host a waiter on a Fibtex made the
-// holder's sections, on the other core, 1.2-5.4 times slower that way, in
-// half of the code placements of the waiter's loop (benchmarks/placement.cpp;
-// docs/design.adoc, Fibtex). Cheap beside the pauses before it.
+// core that writes it: a Fibtex waiter slowed the holder that way, in some
+// placements of its loop (docs/design.adoc, Fibtex). Cheap beside the pauses
+// before it.
 inline void EndSpin() {
 #if defined(__x86_64__) || defined(__i386__)
     asm volatile("lfence" ::: "memory");

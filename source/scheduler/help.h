@@ -45,8 +45,8 @@ class Worker;
 constexpr unsigned kInlineBatch = 8;
 // A wait runs its children inline only while at least 3/4 of FiberStackSize
 // is free on the waiting fiber: every task starts with that much stack or
-// more (a task on a fresh fiber has all of it, less the worker loop's frames).
-// With the earlier rule, a depth of 16, a 64 KiB stack overflowed.
+// more (a task on a fresh fiber has all of it, less the worker loop's frames),
+// however deep the inline loops nest.
 constexpr unsigned kInlineStackShareNum = 3;
 constexpr unsigned kInlineStackShareDen = 4;
 

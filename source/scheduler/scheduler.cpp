@@ -449,9 +449,8 @@ int Scheduler::WorkerOnCallersCpu() const {
     // first: that CPU is awake, and the waker usually blocks soon after,
     // while another CPU may be idle in a power-saving (or, on a VM, a
     // descheduled) state that takes tens of microseconds to leave. (A worker
-    // calling this is running, so it is not parked anyway.) Waking a worker
-    // on the other CPU first measured 31 to 56 us on W8 and W8b, against 5
-    // to 7. An unpinned worker 0 has no CPU (-1), and matches none.
+    // calling this is running, so it is not parked anyway; docs/design.adoc,
+    // "Idle workers".) An unpinned worker 0 has no CPU (-1), and matches none.
     if (!m_options.PinThreads) {
         return -1;
     }
