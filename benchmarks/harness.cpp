@@ -9,6 +9,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <csignal>
+#include <cstdarg>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -396,6 +397,192 @@ unsigned MostWorkers(Sizes const &sizes) {
     return std::max(sizes.Threads, sizes.PairedThreads);
 }
 
+// Makes the measurement's subjects: the first (on a thread of its own when
+// others live beside it, as they do), then each of `alongside`. Returns the
+// most workers any of their pools has.
+unsigned MakeSubjects(std::vector<std::unique_ptr<Subject>> &subjects, Implementation const &implementation,
+                      Sizes const &sizes, std::vector<Alongside> const &alongside) {
+    subjects.push_back(std::make_unique<Subject>(implementation, sizes, !alongside.empty()));
+    unsigned most = MostWorkers(sizes);
+    for (Alongside const &other : alongside) {
+        subjects.push_back(std::make_unique<Subject>(*other.With, other.Sizes, true, other.Cpu));
+        most = std::max(most, MostWorkers(other.Sizes));
+    }
+    return most;
+}
+
+// Each pool pins its workers to the CPUs of the thread that started it: a
+// second pool started from a thread pinned by the first would run all its
+// workers on one CPU, and the comparison would measure that. Returns a
+// "fail" line when the pools' threads have fewer CPUs than the largest pool
+// has workers, else "".
+std::string CheckPoolCpus(bool severalPools, unsigned most) {
+    if (!severalPools || !g_startCpusKnown) {
+        return "";
+    }
+    int const expected = std::min(static_cast<int>(most), CPU_COUNT(&g_startCpus));
+    if (int const used = CpusOfAllThreads(); used >= 0 && used < expected) {
+        return "fail the pools' threads run on " + std::to_string(used) + " CPU(s), a pool has " +
+               std::to_string(most) + " workers\n";
+    }
+    return "";
+}
+
+// The runs of one measurement in the child: every subject's in turn, and
+// the figures they report. A paired workload lists the figures of each
+// subject in turn.
+class Runs {
+public:
+    Runs(Workload const &workload, std::vector<std::unique_ptr<Subject>> &subjects)
+        : m_workload(workload), m_subjects(subjects),
+          m_figureCount(workload.Figures.size() / subjects.size()), m_values(workload.Figures.size()),
+          m_samples(workload.Figures.size()) {}
+
+    // One run of every subject, in an order that alternates with `turn`;
+    // run 0, the warm-up, records nothing. Returns an error line, or "".
+    std::string Each(unsigned run, unsigned turn) {
+        for (std::size_t i = 0; i < m_subjects.size(); ++i) {
+            std::size_t const which = turn % 2 == 0 ? i : m_subjects.size() - 1 - i;
+            if (std::string error = Once(run, which); !error.empty()) {
+                return error;
+            }
+        }
+        return "";
+    }
+
+    // The warm-up: it repeats until kMinWarmUp has passed. One run of a
+    // short workload (W2 takes about 1 ms) ends before a VM's idle virtual
+    // CPUs are back at speed, and the first measured runs were then up to 2x
+    // slower than the rest, for every system alike. Returns an error line,
+    // or "".
+    std::string WarmUp() {
+        auto const warmUpStart = Clock::now();
+        unsigned warmUpRuns = 0;
+        do {
+            if (std::string error = Each(0, warmUpRuns); !error.empty()) {
+                return error;
+            }
+        } while (!kSanitizedBuild && ++warmUpRuns < kMaxWarmUpRuns &&
+                 Clock::now() - warmUpStart < kMinWarmUp);
+        return "";
+    }
+
+    // The report's lines of what the measured runs gave: the last subject's
+    // busiest-thread share and tasks per worker, then each figure's median,
+    // minimum and maximum, with its runs' samples.
+    std::string Report(unsigned repetitions) const {
+        std::string report;
+        char line[160];
+        if (!m_shares.empty()) {
+            std::snprintf(line, sizeof line, "share %.17g\n", MedianOf(m_shares));
+            report += line;
+        }
+        if (!m_workerTasks.empty()) {
+            report += "workers";
+            for (std::uint64_t const tasks : m_workerTasks) {
+                report += " " + std::to_string(tasks);
+            }
+            report += "\n";
+        }
+        for (std::size_t i = 0; i < m_values.size(); ++i) {
+            std::vector<double> const &figure = m_values[i];
+            double const median = MedianOf(figure);
+            double const min = figure.empty() ? 0 : *std::min_element(figure.begin(), figure.end());
+            double const max = figure.empty() ? 0 : *std::max_element(figure.begin(), figure.end());
+            std::snprintf(line, sizeof line, "figure %u %.17g %.17g %.17g\n", repetitions, median, min, max);
+            report += line;
+            for (std::vector<double> const &run : m_samples[i]) {
+                report += "samples";
+                for (double const value : run) {
+                    std::snprintf(line, sizeof line, " %.6g", value);
+                    report += line;
+                }
+                report += "\n";
+            }
+        }
+        return report;
+    }
+
+private:
+    // Runs one subject's workload once and records its figures.
+    std::string Once(unsigned run, std::size_t which) {
+        std::string error;
+        bool const last = which + 1 == m_subjects.size();
+        m_subjects[which]->With([&](Fixture &fixture) { error = RunOnItsThread(fixture, run, which, last); });
+        if (m_subjects.size() > 1) {
+            QuietGap();
+        }
+        return error;
+    }
+
+    // On the subject's thread, where its fixture set the count of its
+    // workers' tasks: one run, checked, and its figures recorded.
+    std::string RunOnItsThread(Fixture &fixture, unsigned run, std::size_t which, bool last) {
+        std::vector<std::uint64_t> const before =
+            last && run != 0 && t_workerTasks ? t_workerTasks() : std::vector<std::uint64_t>{};
+        auto const start = Clock::now();
+        fixture.Run();
+        Clock::duration const took = Clock::now() - start;
+        // (A fixture that makes and ends pools inside Run may have taken the
+        // count away meanwhile.)
+        if (!before.empty() && t_workerTasks) {
+            std::vector<std::uint64_t> const after = t_workerTasks();
+            m_workerTasks.resize(after.size());
+            for (std::size_t i = 0; i < after.size() && i < before.size(); ++i) {
+                m_workerTasks[i] += after[i] - before[i];
+            }
+        }
+        if (Verdict const verdict = fixture.Check(); !verdict.Ok) {
+            return "fail " + (run == 0 ? std::string("warm-up run: ") : "run " + std::to_string(run) + ": ") +
+                   OneLine(verdict.Error) + "\n";
+        }
+        if (run == 0) {
+            return "";
+        }
+        if (double const share = fixture.BusiestThreadShare(); share >= 0 && last) {
+            m_shares.push_back(share);
+        }
+        return RecordFigures(fixture, which, took);
+    }
+
+    // A timed run's figure from its time; a self-measured run's figures
+    // (and samples) from the fixture.
+    std::string RecordFigures(Fixture const &fixture, std::size_t which, Clock::duration took) {
+        std::vector<double> *const into = &m_values[which * m_figureCount];
+        if (!m_workload.SelfMeasured()) {
+            into[0].push_back(std::chrono::duration<double, std::nano>(took).count() /
+                              m_workload.UnitsPerRun);
+            return "";
+        }
+        std::vector<double> const figures = fixture.MeasuredFigures();
+        if (figures.size() != m_figureCount) {
+            return "fail the fixture reported " + std::to_string(figures.size()) + " figures, expected " +
+                   std::to_string(m_figureCount) + "\n";
+        }
+        for (std::size_t i = 0; i < m_figureCount; ++i) {
+            into[i].push_back(figures[i]);
+        }
+        std::vector<std::vector<double>> const runSamples = fixture.MeasuredSamples();
+        if (!runSamples.empty() && runSamples.size() != m_figureCount) {
+            return "fail the fixture reported samples for " + std::to_string(runSamples.size()) +
+                   " figures, expected " + std::to_string(m_figureCount) + "\n";
+        }
+        for (std::size_t i = 0; i < runSamples.size(); ++i) {
+            m_samples[which * m_figureCount + i].push_back(runSamples[i]);
+        }
+        return "";
+    }
+
+    Workload const &m_workload;
+    std::vector<std::unique_ptr<Subject>> &m_subjects;
+    std::size_t const m_figureCount;
+    std::vector<std::vector<double>> m_values;
+    // Per figure, each measured run's samples (Fixture::MeasuredSamples).
+    std::vector<std::vector<std::vector<double>>> m_samples;
+    std::vector<double> m_shares;             // BusiestThreadShare of each measured run of the last subject
+    std::vector<std::uint64_t> m_workerTasks; // the last subject's, summed over its measured runs
+};
+
 // Measures in this process. With `alongside`, more subjects live beside the
 // first, all take their runs in turn (the order reverses from one round of
 // runs to the next: ABC, CBA), and the report holds the first subject's
@@ -406,130 +593,27 @@ std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const
                         std::vector<Alongside> const &alongside) {
     double const probeBefore = CrossCoreProbe();
     double const serialBefore = SerialProbe();
-    // Side by side, the first pool gets a thread of its own too, as the
-    // others do.
-    subjects.push_back(std::make_unique<Subject>(implementation, sizes, !alongside.empty()));
-    unsigned most = MostWorkers(sizes);
-    for (Alongside const &other : alongside) {
-        subjects.push_back(std::make_unique<Subject>(*other.With, other.Sizes, true, other.Cpu));
-        most = std::max(most, MostWorkers(other.Sizes));
-    }
-    bool const paired = subjects.size() > 1;
-    // Each pool pins its workers to the CPUs of the thread that started it: a
-    // second pool started from a thread pinned by the first would run all its
-    // workers on one CPU, and the comparison would measure that.
-    if ((paired || sizes.PairedThreads != 0) && g_startCpusKnown) {
-        int const expected = std::min(static_cast<int>(most), CPU_COUNT(&g_startCpus));
-        if (int const used = CpusOfAllThreads(); used >= 0 && used < expected) {
-            return "fail the pools' threads run on " + std::to_string(used) + " CPU(s), a pool has " +
-                   std::to_string(most) + " workers\n";
-        }
+    unsigned const most = MakeSubjects(subjects, implementation, sizes, alongside);
+    if (std::string error = CheckPoolCpus(subjects.size() > 1 || sizes.PairedThreads != 0, most);
+        !error.empty()) {
+        return error;
     }
     unsigned const repetitions = kSanitizedBuild ? 0 : std::max(config.Repetitions, kMinRepetitions);
     // A sanitizer build runs the warm-up even where the workload skips it,
     // so that every fixture runs (and is checked) once.
-    unsigned const first = workload.WarmUp || repetitions == 0 ? 0 : 1;
-    // A paired workload lists the figures of each subject in turn.
-    std::size_t const figureCount = workload.Figures.size() / subjects.size();
-    std::vector<std::vector<double>> values(workload.Figures.size());
-    // Per figure, each measured run's samples (Fixture::MeasuredSamples).
-    std::vector<std::vector<std::vector<double>>> samples(workload.Figures.size());
-    std::vector<double> shares;             // BusiestThreadShare of each measured run of the last subject
-    std::vector<std::uint64_t> workerTasks; // the last subject's, summed over its measured runs
-    // Runs one subject's workload once and records its figures (run 0, the
-    // warm-up, records none); returns an error line, or "".
-    auto runOnce = [&](unsigned run, std::size_t which) -> std::string {
-        std::string error;
-        bool const last = which + 1 == subjects.size();
-        subjects[which]->With([&](Fixture &fixture) {
-            // On the subject's thread, where its fixture set the count.
-            std::vector<std::uint64_t> const before =
-                last && run != 0 && t_workerTasks ? t_workerTasks() : std::vector<std::uint64_t>{};
-            auto const start = Clock::now();
-            fixture.Run();
-            Clock::duration const took = Clock::now() - start;
-            // (A fixture that makes and ends pools inside Run may have
-            // taken the count away meanwhile.)
-            if (!before.empty() && t_workerTasks) {
-                std::vector<std::uint64_t> const after = t_workerTasks();
-                workerTasks.resize(after.size());
-                for (std::size_t i = 0; i < after.size() && i < before.size(); ++i) {
-                    workerTasks[i] += after[i] - before[i];
-                }
-            }
-            if (Verdict const verdict = fixture.Check(); !verdict.Ok) {
-                error = "fail " +
-                        (run == 0 ? std::string("warm-up run: ") : "run " + std::to_string(run) + ": ") +
-                        OneLine(verdict.Error) + "\n";
-                return;
-            }
-            if (run == 0) {
-                return;
-            }
-            if (double const share = fixture.BusiestThreadShare(); share >= 0 && last) {
-                shares.push_back(share);
-            }
-            std::vector<double> *const into = &values[which * figureCount];
-            if (!workload.SelfMeasured()) {
-                into[0].push_back(std::chrono::duration<double, std::nano>(took).count() /
-                                  workload.UnitsPerRun);
-                return;
-            }
-            std::vector<double> const figures = fixture.MeasuredFigures();
-            if (figures.size() != figureCount) {
-                error = "fail the fixture reported " + std::to_string(figures.size()) +
-                        " figures, expected " + std::to_string(figureCount) + "\n";
-                return;
-            }
-            for (std::size_t i = 0; i < figureCount; ++i) {
-                into[i].push_back(figures[i]);
-            }
-            std::vector<std::vector<double>> const runSamples = fixture.MeasuredSamples();
-            if (!runSamples.empty() && runSamples.size() != figureCount) {
-                error = "fail the fixture reported samples for " + std::to_string(runSamples.size()) +
-                        " figures, expected " + std::to_string(figureCount) + "\n";
-                return;
-            }
-            for (std::size_t i = 0; i < runSamples.size(); ++i) {
-                samples[which * figureCount + i].push_back(runSamples[i]);
-            }
-        });
-        if (paired) {
-            QuietGap();
+    bool const warmUp = workload.WarmUp || repetitions == 0;
+    Runs runs(workload, subjects);
+    if (warmUp) {
+        if (std::string error = runs.WarmUp(); !error.empty()) {
+            return error;
         }
-        return error;
-    };
-    // One run of every subject, in an order that alternates with `turn`.
-    auto runEach = [&](unsigned run, unsigned turn) -> std::string {
-        for (std::size_t i = 0; i < subjects.size(); ++i) {
-            std::size_t const which = turn % 2 == 0 ? i : subjects.size() - 1 - i;
-            if (std::string error = runOnce(run, which); !error.empty()) {
-                return error;
-            }
-        }
-        return "";
-    };
-    if (first == 0) {
-        // The warm-up repeats until kMinWarmUp has passed: one run of a short
-        // workload (W2 takes about 1 ms) ends before a VM's idle virtual CPUs
-        // are back at speed, and the first measured runs were then up to 2x
-        // slower than the rest, for every system alike.
-        auto const warmUpStart = Clock::now();
-        unsigned warmUpRuns = 0;
-        do {
-            if (std::string error = runEach(0, warmUpRuns); !error.empty()) {
-                return error;
-            }
-        } while (!kSanitizedBuild && ++warmUpRuns < kMaxWarmUpRuns &&
-                 Clock::now() - warmUpStart < kMinWarmUp);
     }
     for (unsigned run = 1; run <= repetitions; ++run) {
-        if (std::string error = runEach(run, run); !error.empty()) {
+        if (std::string error = runs.Each(run, run); !error.empty()) {
             return error;
         }
     }
     std::string report;
-    char line[160];
     if (g_poolStatistics) {
         std::istringstream lines(g_poolStatistics());
         std::string statistics;
@@ -546,37 +630,10 @@ std::string MeasureHere(Config const &config, Sizes const &sizes, Workload const
     }
     QuietGap();
     double const probeAfter = CrossCoreProbe();
+    char line[160];
     std::snprintf(line, sizeof line, "probe %.17g %.17g %.17g %.17g\n", probeBefore, probeAfter, serialBefore,
                   SerialProbe());
-    report += line;
-    if (!shares.empty()) {
-        std::snprintf(line, sizeof line, "share %.17g\n", MedianOf(shares));
-        report += line;
-    }
-    if (!workerTasks.empty()) {
-        report += "workers";
-        for (std::uint64_t const tasks : workerTasks) {
-            report += " " + std::to_string(tasks);
-        }
-        report += "\n";
-    }
-    for (std::size_t i = 0; i < values.size(); ++i) {
-        std::vector<double> const &figure = values[i];
-        double const median = MedianOf(figure);
-        double const min = figure.empty() ? 0 : *std::min_element(figure.begin(), figure.end());
-        double const max = figure.empty() ? 0 : *std::max_element(figure.begin(), figure.end());
-        std::snprintf(line, sizeof line, "figure %u %.17g %.17g %.17g\n", repetitions, median, min, max);
-        report += line;
-        for (std::vector<double> const &run : samples[i]) {
-            report += "samples";
-            for (double const value : run) {
-                std::snprintf(line, sizeof line, " %.6g", value);
-                report += line;
-            }
-            report += "\n";
-        }
-    }
-    return report + "ok\n";
+    return report + line + runs.Report(repetitions) + "ok\n";
 }
 
 [[noreturn]] void ChildMain(int fd, Config const &config, Sizes const &sizes, Workload const &workload,
@@ -632,60 +689,34 @@ std::string DescribeStatus(int status) {
     return "ended with wait status " + std::to_string(status);
 }
 
-} // namespace
-
-void AllowStartCpus() {
-    if (g_startCpusKnown) {
-        pthread_setaffinity_np(pthread_self(), sizeof g_startCpus, &g_startCpus);
-    }
-}
-
-void PinToStartCpu(int index) {
-    if (!g_startCpusKnown) {
-        return;
-    }
-    int seen = 0;
-    for (std::size_t cpu = 0; cpu < static_cast<std::size_t>(CPU_SETSIZE); ++cpu) {
-        if (CPU_ISSET(cpu, &g_startCpus) && seen++ == index) {
-            PinThisThread(cpu);
-            return;
-        }
-    }
-}
-
-void SetWorkerTasks(std::function<std::vector<std::uint64_t>()> count) {
-    t_workerTasks = std::move(count);
-}
-
-void SetPoolStatistics(std::function<std::string()> describe) {
-    g_poolStatistics = std::move(describe);
-}
-
-Measurement MeasureIsolated(Config const &config, Sizes const &sizes, Workload const &workload,
-                            Implementation const &implementation, std::vector<Alongside> const &alongside) {
-    Measurement result;
+// Forks the measuring child (ChildMain), its report and its stderr each on a
+// pipe whose read end comes back in reportFd and errorsFd. Returns its pid,
+// or -1 with `error` set.
+pid_t StartChild(Config const &config, Sizes const &sizes, Workload const &workload,
+                 Implementation const &implementation, std::vector<Alongside> const &alongside, int &reportFd,
+                 int &errorsFd, std::string &error) {
     // The report, and the child's stderr (kept to say why a child failed).
     int report[2];
     int errors[2];
     if (::pipe2(report, O_CLOEXEC) != 0) {
-        result.Error = std::string("pipe2: ") + std::strerror(errno);
-        return result;
+        error = std::string("pipe2: ") + std::strerror(errno);
+        return -1;
     }
     if (::pipe2(errors, O_CLOEXEC) != 0) {
-        result.Error = std::string("pipe2: ") + std::strerror(errno);
+        error = std::string("pipe2: ") + std::strerror(errno);
         ::close(report[0]);
         ::close(report[1]);
-        return result;
+        return -1;
     }
     // Whatever is buffered would otherwise be written twice, once by the child.
     std::fflush(nullptr);
     pid_t const pid = ::fork();
     if (pid < 0) {
-        result.Error = std::string("fork: ") + std::strerror(errno);
+        error = std::string("fork: ") + std::strerror(errno);
         for (int fd : {report[0], report[1], errors[0], errors[1]}) {
             ::close(fd);
         }
-        return result;
+        return -1;
     }
     if (pid == 0) {
         ::close(report[0]);
@@ -695,19 +726,33 @@ Measurement MeasureIsolated(Config const &config, Sizes const &sizes, Workload c
     }
     ::close(report[1]);
     ::close(errors[1]);
+    reportFd = report[0];
+    errorsFd = errors[0];
+    return pid;
+}
 
-    std::string text;
-    bool timedOut = false;
-    bool memoryExceeded = false;
+// What the parent read from a child, and how the child ended.
+struct ChildEnd {
+    std::string Report;
+    bool TimedOut = false;
+    bool MemoryExceeded = false;
+    int Status = 0; // waitpid's
+};
+
+// Reads the child's report and its stderr (into childStderr, the first 64
+// KB) until both pipes close, and stops the child when it passes the
+// deadline or the memory limit; then reaps it. Closes both descriptors.
+ChildEnd WaitForChild(pid_t pid, int reportFd, int errorsFd, Config const &config, std::string &childStderr) {
+    ChildEnd end;
     auto const deadline = Clock::now() + std::chrono::seconds(config.TimeoutSeconds);
-    pollfd pollers[2] = {{report[0], POLLIN, 0}, {errors[0], POLLIN, 0}};
-    std::string *const sinks[2] = {&text, &result.ChildStderr};
+    pollfd pollers[2] = {{reportFd, POLLIN, 0}, {errorsFd, POLLIN, 0}};
+    std::string *const sinks[2] = {&end.Report, &childStderr};
     int open = 2;
     while (open > 0) {
         auto const left =
             std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
         if (left <= 0) {
-            timedOut = true;
+            end.TimedOut = true;
             ::kill(pid, SIGKILL);
             break;
         }
@@ -716,7 +761,7 @@ Measurement MeasureIsolated(Config const &config, Sizes const &sizes, Workload c
         // stopped here rather than left to the kernel's OOM killer, which may
         // pick any process on the machine.
         if (config.MemoryLimitBytes != 0 && ResidentBytes(pid) > config.MemoryLimitBytes) {
-            memoryExceeded = true;
+            end.MemoryExceeded = true;
             ::kill(pid, SIGKILL);
             break;
         }
@@ -749,12 +794,14 @@ Measurement MeasureIsolated(Config const &config, Sizes const &sizes, Workload c
             ::close(poller.fd);
         }
     }
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    while (::waitpid(pid, &end.Status, 0) < 0 && errno == EINTR) {
     }
+    return end;
+}
 
-    bool ok = false;
-    bool down = false;
+// Reads the child's report (see the top of this namespace) into `result`;
+// ok: the child said "ok", down: its pools shut down.
+void ReadReport(std::string const &text, Measurement &result, bool &ok, bool &down) {
     std::istringstream lines(text);
     std::string line;
     while (std::getline(lines, line)) {
@@ -795,25 +842,79 @@ Measurement MeasureIsolated(Config const &config, Sizes const &sizes, Workload c
             result.Error += (result.Error.empty() ? "" : "; ") + line;
         }
     }
+}
+
+// How the child ended, as a failure says it.
+std::string HowItEnded(ChildEnd const &end, Config const &config) {
     char limit[96];
     std::snprintf(limit, sizeof limit, "stopped: its memory (resident) passed the limit of %.1f GB",
                   static_cast<double>(config.MemoryLimitBytes) / double(1ul << 30));
-    std::string const how = timedOut ? "timed out after " + std::to_string(config.TimeoutSeconds) + " s"
-                            : memoryExceeded ? std::string(limit)
-                                             : DescribeStatus(status);
-    // The child's last words (an FTL_FATAL message, say) explain a crash.
+    return end.TimedOut         ? "timed out after " + std::to_string(config.TimeoutSeconds) + " s"
+           : end.MemoryExceeded ? std::string(limit)
+                                : DescribeStatus(end.Status);
+}
+
+// The child's last words (an FTL_FATAL message, say), which explain a
+// crash: its stderr's last line, with the indented lines that continue it.
+std::string LastWords(std::string const &childStderr) {
     std::string lastWords;
-    {
-        std::istringstream errorLines(result.ChildStderr);
-        std::string errorLine;
-        while (std::getline(errorLines, errorLine)) {
-            if (errorLine.find_first_not_of(" \t") != std::string::npos) {
-                bool const continues = !lastWords.empty() && (errorLine[0] == ' ' || errorLine[0] == '\t');
-                lastWords = continues ? lastWords + " " + errorLine.substr(errorLine.find_first_not_of(" \t"))
-                                      : errorLine;
-            }
+    std::istringstream errorLines(childStderr);
+    std::string errorLine;
+    while (std::getline(errorLines, errorLine)) {
+        if (errorLine.find_first_not_of(" \t") != std::string::npos) {
+            bool const continues = !lastWords.empty() && (errorLine[0] == ' ' || errorLine[0] == '\t');
+            lastWords = continues ? lastWords + " " + errorLine.substr(errorLine.find_first_not_of(" \t"))
+                                  : errorLine;
         }
     }
+    return lastWords;
+}
+
+} // namespace
+
+void AllowStartCpus() {
+    if (g_startCpusKnown) {
+        pthread_setaffinity_np(pthread_self(), sizeof g_startCpus, &g_startCpus);
+    }
+}
+
+void PinToStartCpu(int index) {
+    if (!g_startCpusKnown) {
+        return;
+    }
+    int seen = 0;
+    for (std::size_t cpu = 0; cpu < static_cast<std::size_t>(CPU_SETSIZE); ++cpu) {
+        if (CPU_ISSET(cpu, &g_startCpus) && seen++ == index) {
+            PinThisThread(cpu);
+            return;
+        }
+    }
+}
+
+void SetWorkerTasks(std::function<std::vector<std::uint64_t>()> count) {
+    t_workerTasks = std::move(count);
+}
+
+void SetPoolStatistics(std::function<std::string()> describe) {
+    g_poolStatistics = std::move(describe);
+}
+
+Measurement MeasureIsolated(Config const &config, Sizes const &sizes, Workload const &workload,
+                            Implementation const &implementation, std::vector<Alongside> const &alongside) {
+    Measurement result;
+    int reportFd = -1;
+    int errorsFd = -1;
+    pid_t const pid =
+        StartChild(config, sizes, workload, implementation, alongside, reportFd, errorsFd, result.Error);
+    if (pid < 0) {
+        return result;
+    }
+    ChildEnd const end = WaitForChild(pid, reportFd, errorsFd, config, result.ChildStderr);
+    bool ok = false;
+    bool down = false;
+    ReadReport(end.Report, result, ok, down);
+    std::string const how = HowItEnded(end, config);
+    std::string const lastWords = LastWords(result.ChildStderr);
     if (!ok) {
         if (result.Error.empty()) {
             result.Error = how + (lastWords.empty() ? "" : ": " + lastWords);
@@ -825,7 +926,7 @@ Measurement MeasureIsolated(Config const &config, Sizes const &sizes, Workload c
         result.Error = "the child reported " + std::to_string(result.Figures.size()) + " figures";
         return result;
     }
-    if (!down || (!timedOut && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))) {
+    if (!down || (!end.TimedOut && !(WIFEXITED(end.Status) && WEXITSTATUS(end.Status) == 0))) {
         result.Error = "measured, but the pool did not shut down cleanly: " + how;
         return result;
     }
@@ -858,6 +959,21 @@ std::string FormatValue(double value) {
     int const decimals = std::clamp(2 - magnitude, 0, 6);
     char text[64];
     std::snprintf(text, sizeof text, "%.*f", decimals, value);
+    return text;
+}
+
+std::string Format(char const *format, ...) {
+    va_list args;
+    va_start(args, format);
+    va_list again;
+    va_copy(again, args);
+    int const length = std::vsnprintf(nullptr, 0, format, args);
+    va_end(args);
+    std::string text(length > 0 ? static_cast<std::size_t>(length) : 0, '\0');
+    if (length > 0) {
+        std::vsnprintf(text.data(), text.size() + 1, format, again);
+    }
+    va_end(again);
     return text;
 }
 

@@ -70,7 +70,7 @@ constexpr bool kSanitizedBuild = FTL_BENCH_SANITIZED != 0;
 constexpr unsigned kMinRepetitions = 5;
 constexpr unsigned kDefaultRepetitions = 7;
 // The warm-up runs the workload until this much time has passed (at most
-// kMaxWarmUpRuns times); see MeasureHere.
+// kMaxWarmUpRuns times); see Runs::WarmUp (harness.cpp).
 constexpr std::chrono::milliseconds kMinWarmUp{200};
 constexpr unsigned kMaxWarmUpRuns = 200;
 
@@ -347,8 +347,19 @@ constexpr double kSlowPlacement = 2.5;
 // '*' is relative to, and the single-thread probe the pair's is.
 double LowerQuartile(std::vector<double> values);
 
+// A cross-core cache-line round trip between two cores of one socket takes
+// 50-150 ns; a host whose probe reads above this is in its slow state (seen
+// on VMs: about 450 ns, minutes at a time). An absolute bound, because a
+// whole run may fall in one state (the table's '*', relative to the run's
+// fastest probe, then marks nothing). The verdicts and --threads-pair name
+// the state each of their measurements was taken in.
+constexpr double kSlowProbeNs = 250;
+
 std::string JsonString(std::string const &text);
 // Formats a figure with 3-4 significant digits.
 std::string FormatValue(double value);
+// printf into a string of whatever length it takes (a verdict that lists
+// every figure runs past a fixed buffer).
+__attribute__((format(printf, 1, 2))) std::string Format(char const *format, ...);
 
 } // namespace bench

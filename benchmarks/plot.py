@@ -11,14 +11,18 @@ AsciiDoc: the run's conditions, the table of medians with ratios to ftl, each
 performance target's verdict (as ftl_bench judged it), the --features table,
 and every measurement with its spread and cross-core probe. --readme replaces
 the block between "// results:begin" and "// results:end" in the README with
-the run's table and verdict count. --pair adds the run of `ftl_bench --threads-pair
-R --json` to both: ftl at 1 worker against ftl at every core, per host state. Both
-are regenerated, never edited by hand.
+the run's table and verdict count, and the block between "// targets:begin"
+and "// targets:end" with the table of performance targets (read from
+benchmarks/targets.h) and the run's verdict on each. --pair adds the run of
+`ftl_bench --threads-pair R --json` to both: ftl at 1 worker against ftl at
+every core, per host state. Both are regenerated, never edited by hand.
 Needs matplotlib (Debian: python3-matplotlib; bash third_party/deps.sh bench).
 """
 import argparse
 import json
 import math
+import os
+import re
 import sys
 
 COLOURS = {
@@ -371,12 +375,98 @@ def readme_block(data, pair=None):
     return "\n".join(lines)
 
 
-def replace_block(path, block):
+TARGETS_H = os.path.join(os.path.dirname(os.path.abspath(__file__)), "targets.h")
+
+
+def parse_initializer(tokens, at):
+    """One value of a C++ braced initializer from `at`: a list for {...}, a str for
+    adjacent string literals (joined), else the token's text. Returns it and the next index."""
+    if tokens[at] == "{":
+        items, at = [], at + 1
+        while tokens[at] != "}":
+            value, at = parse_initializer(tokens, at)
+            items.append(value)
+            if tokens[at] == ",":
+                at += 1
+        return items, at + 1
+    if tokens[at].startswith('"'):
+        parts = []
+        while at < len(tokens) and tokens[at].startswith('"'):
+            parts.append(json.loads(tokens[at]))  # the literals use no escape JSON lacks
+            at += 1
+        return "".join(parts), at
+    return tokens[at], at + 1
+
+
+def read_targets(path=TARGETS_H):
+    """The performance targets, in ftl_bench's order: kTargets of targets.h, each entry's first
+    five fields (name, kind, figures, threshold, text)."""
     with open(path, encoding="utf-8") as file:
         text = file.read()
-    begin, end = "// results:begin\n", "// results:end"
+    if "kTargets[] = {" not in text:
+        sys.exit(f"plot.py: {path} has no kTargets[] = {{...}}")
+    body = text.split("kTargets[] = ", 1)[1]
+    tokens = [t for t in re.findall(r'"(?:\\.|[^"\\])*"|//[^\n]*|[{},;]|[^\s{},;"]+', body)
+              if not t.startswith("//")]
+    entries, _ = parse_initializer(tokens, 0)
+    targets = []
+    for entry in entries:
+        if len(entry) < 5 or not isinstance(entry[2], list) or not entry[1].startswith("TargetKind::"):
+            sys.exit(f"plot.py: {path}: a kTargets entry plot.py cannot read: {entry}")
+        targets.append({"name": entry[0], "kind": entry[1].split("::")[-1], "figures": entry[2],
+                        "threshold": float(entry[3]), "text": entry[4]})
+    return targets
+
+
+def verdict_figure(verdict):
+    """The figure a verdict line judges ("W1: ..."), or its first words for a target over every figure."""
+    return verdict["text"].split(":", 1)[0]
+
+
+def verdict_cell(verdicts):
+    if not verdicts:
+        return "not measured"
+    missed = [verdict_figure(v) for v in verdicts if not v["met"]]
+    if not missed:
+        return "met"
+    return "*not met*" if len(verdicts) == 1 else "*not met*: " + ", ".join(missed)
+
+
+def targets_block(targets, data, pair=None):
+    """The README's table of targets: each one in words, and the run's verdict on it. A verdict
+    belongs to the target that lists its figure; the one target over every figure (no peer
+    faster) takes the verdicts no figure names; the second worker's is --threads-pair's."""
+    verdicts = data.get("targets", [])
+    named = {figure for target in targets for figure in target["figures"]}
+    source = f"the latest full run ({data['started']})"
+    if pair is not None:
+        source += f" and, for the second worker, `ftl_bench --threads-pair` ({pair['started']} to {pair['finished']})"
+    lines = [
+        f"Verdicts of {source}; `docs/results.adoc` has the figures behind each.",
+        "",
+        '[cols="2,6,2",options="header"]',
+        "|===",
+        "| Target | What ftl holds itself to | Latest verdict",
+    ]
+    for target in targets:
+        if target["kind"] == "SecondWorkerNoSlower":
+            mine = [pair["target"]] if pair is not None else []
+        elif target["figures"]:
+            mine = [v for v in verdicts if verdict_figure(v) in target["figures"]]
+        else:
+            mine = [v for v in verdicts if verdict_figure(v) not in named]
+        lines.append(f"| {target['name']} | {target['text']} | {verdict_cell(mine)}")
+    lines.append("|===")
+    return "\n".join(lines)
+
+
+def replace_block(path, name, block):
+    """Rewrites the lines between "// <name>:begin" and "// <name>:end" of the file at `path`."""
+    with open(path, encoding="utf-8") as file:
+        text = file.read()
+    begin, end = f"// {name}:begin\n", f"// {name}:end"
     if begin not in text or end not in text:
-        sys.exit(f"plot.py: {path} has no '// results:begin' / '// results:end' block")
+        sys.exit(f"plot.py: {path} has no '// {name}:begin' / '// {name}:end' block")
     head, rest = text.split(begin, 1)
     _, tail = rest.split(end, 1)
     with open(path, "w", encoding="utf-8") as file:
@@ -388,7 +478,7 @@ def main():
     parser.add_argument("json", help="ftl_bench --json output")
     parser.add_argument("chart", help="the chart to write (.svg or .png)")
     parser.add_argument("--results-doc", help="also write the results document (AsciiDoc) to this file")
-    parser.add_argument("--readme", help="also rewrite the results block of this README")
+    parser.add_argument("--readme", help="also rewrite the results and targets blocks of this README")
     parser.add_argument("--pair", help="ftl_bench --threads-pair --json output to add to both")
     args = parser.parse_args()
     with open(args.json, encoding="utf-8") as file:
@@ -400,13 +490,13 @@ def main():
     if data.get("sanitized"):
         sys.exit("plot.py: a sanitizer build's run has no figures to draw")
     if args.results_doc:
-        import os
         with open(args.results_doc, "w", encoding="utf-8") as file:
             file.write(results_doc(data, os.path.basename(args.chart), pair))
         print(f"plot.py: wrote {args.results_doc}")
     if args.readme:
-        replace_block(args.readme, readme_block(data, pair))
-        print(f"plot.py: rewrote the results block of {args.readme}")
+        replace_block(args.readme, "results", readme_block(data, pair))
+        replace_block(args.readme, "targets", targets_block(read_targets(), data, pair))
+        print(f"plot.py: rewrote the results and targets blocks of {args.readme}")
     draw(data, args.chart)
 
 

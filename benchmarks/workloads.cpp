@@ -126,15 +126,11 @@ Verdict CheckWakeSamples(std::vector<std::int64_t> const &latenciesNs, std::size
     return Verdict::Pass();
 }
 
-std::vector<Workload> MakeWorkloads(Sizes const &sizes) {
+namespace {
+
+// W1-W3 and their variants, and G1: tasks added, run and waited for.
+void AddTaskWorkloads(Sizes const &sizes, std::vector<Workload> &workloads) {
     std::string const fib = "fib(" + std::to_string(sizes.FibN) + ")";
-    char idle[64];
-    if (sizes.IdleSeconds == kIdleReportSeconds) {
-        std::snprintf(idle, sizeof idle, "%g s", kIdleReportSeconds);
-    } else {
-        std::snprintf(idle, sizeof idle, "%g s (scaled to %g s)", sizes.IdleSeconds, kIdleReportSeconds);
-    }
-    std::vector<Workload> workloads;
     workloads.push_back(
         {"W1",
          "1,000,000 empty tasks: 1000 batches of 1000, one counter per batch, each waited for",
@@ -191,6 +187,11 @@ std::vector<Workload> MakeWorkloads(Sizes const &sizes) {
          "built once and run 1,000 times, each run waited for",
          {{"G1", "ns/node"}},
          double(kBatches) * kBatchSize});
+}
+
+// W4-W6, P1 and P1h: tasks that wait for each other, share a lock, or split
+// one computation.
+void AddSharingWorkloads(Sizes const &sizes, std::vector<Workload> &workloads) {
     workloads.push_back({"W4",
                          "two tasks ping-pong " + std::to_string(sizes.PingPongRounds) +
                              " times, each waiting for the value the other one writes",
@@ -224,6 +225,16 @@ std::vector<Workload> MakeWorkloads(Sizes const &sizes) {
                          "TaskCounter per pass",
                          {{"P1h", "ns/element"}},
                          double(kLoopPasses) * kLoopSize});
+}
+
+// W7, W7s, W7t and T1: an idle pool's CPU time, and how late a timer runs.
+void AddIdleWorkloads(Sizes const &sizes, std::vector<Workload> &workloads) {
+    char idle[64];
+    if (sizes.IdleSeconds == kIdleReportSeconds) {
+        std::snprintf(idle, sizeof idle, "%g s", kIdleReportSeconds);
+    } else {
+        std::snprintf(idle, sizeof idle, "%g s (scaled to %g s)", sizes.IdleSeconds, kIdleReportSeconds);
+    }
     Workload w7{"W7",
                 std::string("idle ") + idle +
                     " after the pool started, default settings: process CPU seconds",
@@ -251,6 +262,10 @@ std::vector<Workload> MakeWorkloads(Sizes const &sizes) {
                              std::to_string(sizes.WakeSamples) + " samples; how late it runs again",
                          {{"T1", "us median", true, 50}, {"T1 p99", "us p99", true, 99}},
                          0});
+}
+
+// W8, W8b, M1 and M2: how long an added task waits for a worker.
+void AddWakeWorkloads(Sizes const &sizes, std::vector<Workload> &workloads) {
     workloads.push_back({"W8",
                          "wake latency: after 2 ms idle, another thread adds a task; add call to the task's "
                          "first instruction, " +
@@ -275,6 +290,10 @@ std::vector<Workload> MakeWorkloads(Sizes const &sizes) {
                 0};
     m2.Paired = false; // at 1 worker the later task starts when the first ends
     workloads.push_back(m2);
+}
+
+// S1, R1 and R2: the scheduler's start, and the raw limits.
+void AddStartAndRawWorkloads(std::vector<Workload> &workloads) {
     workloads.push_back({"S1",
                          "scheduler start: Init with the default pool (400 fibers) and with 40,000, "
                          "interleaved, each started " +
@@ -287,6 +306,17 @@ std::vector<Workload> MakeWorkloads(Sizes const &sizes) {
                          double(kContextRoundTrips)});
     workloads.push_back(
         {"R2", "raw: one cache-line round trip between two threads pinned to two cores", {{"R2", "ns"}}, 0});
+}
+
+} // namespace
+
+std::vector<Workload> MakeWorkloads(Sizes const &sizes) {
+    std::vector<Workload> workloads;
+    AddTaskWorkloads(sizes, workloads);
+    AddSharingWorkloads(sizes, workloads);
+    AddIdleWorkloads(sizes, workloads);
+    AddWakeWorkloads(sizes, workloads);
+    AddStartAndRawWorkloads(workloads);
     return workloads;
 }
 
