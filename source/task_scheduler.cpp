@@ -76,7 +76,7 @@ bool WaitForValue(detail::Scheduler *scheduler, detail::Worker *worker, BaseCoun
         FTL_FATAL("TaskScheduler::WaitForCounter on a counter created for another TaskScheduler");
     }
     if (worker != nullptr) {
-        worker->AtSchedulingPoint(); // the value may be waiting on this worker's finishes
+        worker->PublishFinished(); // the value may be waiting on them (a wait's Park judges the rest)
     }
     if (detail::CounterOps::Value(*counter) == target) {
         return true;

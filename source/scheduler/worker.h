@@ -160,17 +160,20 @@ public:
     // tasks looks once.
     Worker *RunPlainTask(TaskItem const &item);
     Worker *RunObservedTask(TaskItem const &item);
-    // A scheduling point: the running task waits (or is about to look
-    // whether it must), the worker switches to another fiber, or it is out
-    // of work. The one place, but for TaskEnded's batching, where finished
-    // tasks are published: a waiter may need them, and what runs next may
-    // run long. Also where the next slot's wake is judged (NextWakePolicy).
-    // True if there were finishes to publish (they may have readied a
-    // fiber).
+    // A scheduling point: the running task waits, the worker switches to
+    // another fiber, or it is out of work. Publishes this worker's finished
+    // tasks (a waiter may need them, and what runs next may run long) and
+    // judges the next slot's wake (NextWakePolicy). True if there were
+    // finishes to publish (they may have readied a fiber).
     bool AtSchedulingPoint() {
         m_nextWake.AtSchedulingPoint(NowNs);
         return PublishFinished();
     }
+    // Publishes this worker's finished tasks not yet published; true if there
+    // were any. Besides AtSchedulingPoint, only TaskEnded's batching, RunItem
+    // and a counter wait's look at the value (which may wait for them, and
+    // is no scheduling point when the value is there) call it.
+    bool PublishFinished() { return m_doneCount != 0 && PublishHeld(); }
     // This worker's finished tasks of `counter` not yet published.
     unsigned UnpublishedOf(TaskCounter const *counter) const {
         return m_doneCounter == counter ? m_doneCount : 0;
@@ -299,9 +302,6 @@ private:
     Worker *RunItem(Fiber *self, TaskItem const &item);
     // The task's finish: every task that ends, on any path, ends here.
     void TaskEnded(TaskCounter *counter);
-    // Publishes this worker's finished tasks not yet published; true if there
-    // were any.
-    bool PublishFinished() { return m_doneCount != 0 && PublishHeld(); }
     bool PublishHeld(); // PublishFinished when m_doneCount != 0
     // Calls the task's function. Inline: the exception handler costs no
     // instruction until a task throws, and the call is the one the task needs.
