@@ -2,21 +2,32 @@
 // pool, the idle state, the global queues, the options) and the lifecycle:
 // start, adding work, the drain at destruction, and one teardown path.
 //
-// Where each mechanism lives (source/):
+// Where each mechanism lives (source/; docs/design.adoc has the full map):
 //   platform/    the OS: futex, affinity, the clock, the fault handler
 //   fiber/       stacks, the raw switch, the fiber pool
 //   queue/       the work-stealing deque, the global queue, the pinned inbox
 //   idle/        searching, parking and waking (the park/wake protocol)
+//   policy/      the adaptive heuristics, one class each: steal backoff and
+//                batches, the next slot's wake, the global queue's interval,
+//                the adaptive spin, a contended Fibtex's wait
 //   wait/        waiter lists (nodes on the waiting fibers' stacks)
+//   trace/       the trace buffers, the session, the Chrome trace writer
 //   scheduler/   worker.*    the worker loop, its tick, the find-work order,
-//                            a task's run and finish, the switch step
+//                            visible work, stealing, the next slot, a task's
+//                            run and finish, the switch step
 //                help.*      helping while waiting (inline children)
+//                pressure.*  fiber pressure
 //                wait.*      parking a fiber on a waitable, readying it; a
 //                            thread's own wait
 //                timers.*    the deadlines of timed waits and sleeps
+//                drain.cpp   the drain at destruction and its stall report
 //                scheduler.* this: shared state and the lifecycle
+//                stats.cpp   GetStats, GetWaitingFibers, FTL_STATS
+//                observe.h   spans a layer above reports (the task graph)
+//                counter_ops.h  what the scheduler needs of the counters
 //                mechanisms.h  measurement switches (tests, ftl_bench)
-//   waitables/   the public counters' and Fibtex's code
+//   waitables/   the public counters' and Fibtex's code; Fibtex's thread
+//                state (lock_thread.*) and per-scheduler context
 //   task_scheduler.cpp  the public facade
 //
 // Lock order: a waitable's WaitList lock is a leaf: nothing else is taken
