@@ -13,10 +13,10 @@
 #include "ftl/atomic_counter.h"
 #include "ftl/task_counter.h"
 #include "ftl/wait_group.h"
+#include "scheduler/counter_ops.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/wait.h"
 #include "wait/wait_list.h"
-#include "scheduler/counter_ops.h"
 
 #include <utility>
 
