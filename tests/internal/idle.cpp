@@ -401,7 +401,8 @@ TEST_CASE("IdleState: racing claims take one parked bit exactly once", "[interna
     // UnsetParked race for one bit: exactly one of them gets it. Each round
     // takes three threads on two cores through two gates, so its time is the
     // OS's: with another build beside it, 30,000 rounds took 36 s of the
-    // 60 s timeout in the Clang build (0.25 s on a quiet host), and 50 s
+    // 60 s timeout in the Clang build (0.25-4.7 s in the other presets of
+    // the same runs), and 50 s
     // under AddressSanitizer. 10,000 still give each of the jitter's 200
     // offsets 50 rounds.
     unsigned const rounds = ftl_test::kSlowBuild ? 2000 : 10000;
