@@ -51,17 +51,24 @@ public:
     }
 
     // Owner only. Pushes `count` items with one publication of m_bottom.
-    template <class Make>
-    void PushBatch(std::size_t count, Make &&make) {
+    // `beforeVisible` runs once the items are written and before any thief
+    // can see them; an allocation that throws does so before either.
+    struct Nothing {
+        void operator()() const {}
+    };
+    template <class Make, class BeforeVisible = Nothing>
+    void PushBatch(std::size_t count, Make &&make, BeforeVisible &&beforeVisible = BeforeVisible{}) {
         std::int64_t const b = m_bottom.load(std::memory_order_relaxed);
         std::int64_t const t = m_top.load(std::memory_order_acquire);
         Array *array = m_array.load(std::memory_order_relaxed);
         while (b - t + static_cast<std::int64_t>(count) > static_cast<std::int64_t>(array->Mask) + 1) {
             array = Grow(array, t, b);
         }
+        auto const ring = array->View();
         for (std::size_t i = 0; i < count; ++i) {
-            array->At(b + static_cast<std::int64_t>(i)).Store(make(i));
+            ring.At(b + static_cast<std::int64_t>(i)).Store(make(i));
         }
+        beforeVisible();
         m_bottom.store(b + static_cast<std::int64_t>(count), std::memory_order_release);
     }
 
@@ -211,6 +218,14 @@ private:
         std::size_t Mask;
         std::unique_ptr<Cell[]> Cells;
         Cell &At(std::int64_t i) { return Cells[static_cast<std::size_t>(i) & Mask]; }
+        // The cells and mask as values, for a loop that stores to cells: the
+        // compiler reloads both after each atomic store otherwise.
+        struct Ring {
+            Cell *Cells;
+            std::size_t Mask;
+            Cell &At(std::int64_t i) const { return Cells[static_cast<std::size_t>(i) & Mask]; }
+        };
+        Ring View() { return Ring{Cells.get(), Mask}; }
     };
     static Array *NewArray(std::size_t capacity) {
         std::size_t size = 1;
@@ -220,8 +235,9 @@ private:
         return new Array{size - 1, std::unique_ptr<Cell[]>(new Cell[size])};
     }
     // Strong exception guarantee: if an allocation throws, the deque is as
-    // it was.
-    Array *Grow(Array *old, std::int64_t top, std::int64_t bottom) {
+    // it was. Out of line: the pushes that inline the rest keep their
+    // registers for the common case, where the array has room.
+    [[gnu::cold, gnu::noinline]] Array *Grow(Array *old, std::int64_t top, std::int64_t bottom) {
         std::unique_ptr<Array> bigger(NewArray((old->Mask + 1) * 2));
         for (std::int64_t i = top; i < bottom; ++i) {
             bigger->At(i).Store(old->At(i).Load());

@@ -291,6 +291,22 @@ void Scheduler::SetBehavior(EmptyQueueBehavior behavior) {
 
 // ---- Adding work ----
 
+namespace {
+
+// The items `make` builds, at the depth `depthBits` (TaskItem::DepthBits).
+// A copy of `make` (two words), so that its captures stay in registers
+// across the queue's atomic stores.
+template <class Make>
+auto WithDepth(Make const &make, std::uint64_t depthBits) {
+    return [make, depthBits](std::size_t i) {
+        TaskItem item = make(i);
+        item.Extra |= depthBits;
+        return item;
+    };
+}
+
+} // namespace
+
 void Scheduler::AddTasks(unsigned numTasks, Task const *tasks, TaskPriority priority, TaskCounter *counter,
                          unsigned threadIndex) {
     if (tasks == nullptr && numTasks != 0) {
@@ -327,6 +343,22 @@ void Scheduler::AddItems(unsigned count, Make &&make, TaskPriority priority, Tas
         return;
     }
     Worker *worker = CurrentWorkerOfThis();
+    if (worker != nullptr && threadIndex >= m_numWorkers) {
+        // The common case, a task adding to its own worker's deque, inline.
+        unsigned const queue = priority == TaskPriority::High ? 0 : 1;
+        std::uint64_t const depthBits = TaskItem::DepthBits(worker->TaskDepth() + 1);
+        worker->Tasks(queue).PushBatch(count, WithDepth(make, depthBits),
+                                       // Counted once nothing can throw, and before any can run (see
+                                       // Quiescent).
+                                       [counter, count, worker] {
+                                           if (counter != nullptr) {
+                                               counter->Add(count);
+                                           }
+                                           worker->CountAdded(count);
+                                       });
+        NotifyWork(Waker::Worker);
+        return;
+    }
     if (worker != nullptr) {
         PushItems(worker, count, make, priority, counter, threadIndex);
         return;
@@ -348,11 +380,7 @@ void Scheduler::PushItems(Worker *worker, unsigned count, Make &make, TaskPriori
     unsigned const queue = priority == TaskPriority::High ? 0 : 1;
     // One deeper than the adding task (an outside thread's tasks: 0).
     std::uint64_t const depthBits = worker != nullptr ? TaskItem::DepthBits(worker->TaskDepth() + 1) : 0;
-    auto deeper = [&make, depthBits](std::size_t i) {
-        TaskItem item = make(i);
-        item.Extra |= depthBits;
-        return item;
-    };
+    auto deeper = WithDepth(make, depthBits);
     // Counted as added before they can run (see Quiescent).
     if (worker != nullptr) {
         worker->CountAdded(count);
@@ -369,9 +397,6 @@ void Scheduler::PushItems(Worker *worker, unsigned count, Make &make, TaskPriori
             if (&target != worker) {
                 NotifyWorker(threadIndex, worker == nullptr ? Waker::Outside : Waker::Worker);
             }
-        } else if (worker != nullptr) {
-            worker->Tasks(queue).PushBatch(count, deeper);
-            NotifyWork(Waker::Worker);
         } else {
             m_global[queue].PushBatch(count, deeper);
             NotifyWork(Waker::Outside);

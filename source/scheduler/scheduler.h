@@ -179,8 +179,8 @@ private:
     template <class Make>
     void AddItems(unsigned count, Make &&make, TaskPriority priority, TaskCounter *counter,
                   unsigned threadIndex);
-    // AddItems's work once the caller is known: `worker` is the calling
-    // thread's, or nullptr for an outside thread.
+    // AddItems's other paths, pinned tasks and an outside thread's: `worker`
+    // is the calling thread's, or nullptr for an outside thread.
     template <class Make>
     void PushItems(Worker *worker, unsigned count, Make &make, TaskPriority priority, TaskCounter *counter,
                    unsigned threadIndex);
