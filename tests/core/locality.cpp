@@ -707,14 +707,22 @@ TEST_CASE("MaxIdleSpinMicros bounds the gaps an idle worker spins through", "[id
     // while the Init thread's worker searched parked it at once; see "Idle
     // workers" in docs/design.adoc). (Only the run counts hold where the
     // loop itself is slow, as above.)
+    //
+    // A worker kept off its CPU by other load through a gap is still
+    // searching when the batch comes, and is not woken: beside another
+    // build, the default bound's runs read 68-111 wake-ups (against 12-23
+    // for the long bound) where a quiet host reads 150 or more. So the bound
+    // must make the difference, three times the wake-ups at least, and the
+    // default bound's still wake the worker for a quarter of the batches.
     std::uint64_t mostWakeUps = 0;
     for (unsigned run = 0; run < 3 && mostWakeUps < kWakeBatches * 3 / 4; ++run) {
         mostWakeUps = std::max(mostWakeUps, WakeUpsBetweenBatches(300, 200));
     }
-    std::uint64_t const fewestWakeUps = FewestWakeUps(300, 1000, kWakeBatches / 3);
+    std::uint64_t const fewestWakeUps = FewestWakeUps(300, 1000, kWakeBatches / 10);
     CAPTURE(mostWakeUps, fewestWakeUps);
     if (!ftl_test::kSlowBuild) {
-        CHECK(mostWakeUps >= kWakeBatches * 3 / 4);
+        CHECK(mostWakeUps >= kWakeBatches / 4);
+        CHECK(mostWakeUps >= 3 * fewestWakeUps);
         CHECK(fewestWakeUps <= kWakeBatches / 3);
     }
 }
