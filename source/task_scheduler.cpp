@@ -157,6 +157,22 @@ void TaskScheduler::AddClosures(unsigned threadIndex, unsigned count,
         ->AddClosures(count, closure.first, closure.second, priority, counter, threadIndex);
 }
 
+void TaskScheduler::AddTaskAfter(std::initializer_list<TaskCounter *> prerequisites, Task task,
+                                 TaskPriority priority, TaskCounter *counter) {
+    if (task.Function == nullptr) {
+        FTL_FATAL("AddTaskAfter: the task has no function");
+    }
+    AddAfter(prerequisites, task.Function, nullptr, task.ArgData, priority, counter);
+}
+
+void TaskScheduler::AddAfter(std::initializer_list<TaskCounter *> prerequisites, TaskFunction function,
+                             detail::ClosureInvoker invoker, void *arg, TaskPriority priority,
+                             TaskCounter *counter) {
+    detail::TaskItem const task = invoker != nullptr ? detail::TaskItem::Closure(invoker, arg, counter, 0)
+                                                     : detail::TaskItem{function, arg, counter, 0};
+    Checked(m_impl, "AddTaskAfter")->AddAfter(prerequisites.begin(), prerequisites.size(), task, priority);
+}
+
 void TaskScheduler::CheckThreadIndex(unsigned threadIndex, char const *what) const {
     Checked(m_impl, what)->CheckThreadIndex(threadIndex, what);
 }

@@ -32,6 +32,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <initializer_list>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -192,6 +193,26 @@ public:
         AddClosures(threadIndex, 1, detail::PackClosure(this, std::forward<F>(f)), priority, counter);
     }
 
+    // A task that starts after others, with no fiber parked for it: queued
+    // once every counter in `prerequisites` has reached 0 (at once if all
+    // are 0 already; the same counter may appear twice). `counter`, if given,
+    // is raised by one now, so a wait on it covers the task from this call
+    // on, and the drain at destruction waits for it. Each prerequisite must
+    // outlive the task's start: destroying one first is a fatal error, as
+    // for a counter a fiber waits on. A chain of such tasks neither recurses
+    // nor holds a fiber per link.
+    void AddTaskAfter(std::initializer_list<TaskCounter *> prerequisites, Task task, TaskPriority priority,
+                      TaskCounter *counter = nullptr);
+    template <class F, std::enable_if_t<!std::is_convertible<std::decay_t<F>, Task>::value, int> = 0>
+    void AddTaskAfter(std::initializer_list<TaskCounter *> prerequisites, F &&f, TaskPriority priority,
+                      TaskCounter *counter = nullptr) {
+        static_assert(detail::kIsTaskClosure<std::decay_t<F>>,
+                      "AddTaskAfter takes a Task, or a closure called as f() or f(TaskScheduler *)");
+        std::pair<detail::ClosureInvoker, void *> const closure =
+            detail::PackClosure(this, std::forward<F>(f));
+        AddAfter(prerequisites, nullptr, closure.first, closure.second, priority, counter);
+    }
+
     // Waits until the counter is 0. If a task added with it threw, rethrows
     // the first such exception (see TaskCounter).
     void WaitForCounter(TaskCounter *counter, bool pinToCurrentThread = false);
@@ -251,6 +272,9 @@ private:
     void AddClosures(unsigned threadIndex, unsigned count, std::pair<detail::ClosureInvoker, void *> closure,
                      TaskPriority priority, TaskCounter *counter);
     void CheckThreadIndex(unsigned threadIndex, char const *what) const;
+    // AddTaskAfter's: `function` for a Task, or else the packed closure.
+    void AddAfter(std::initializer_list<TaskCounter *> prerequisites, TaskFunction function,
+                  detail::ClosureInvoker invoker, void *arg, TaskPriority priority, TaskCounter *counter);
 
     detail::Scheduler *m_impl = nullptr;
 };

@@ -115,6 +115,13 @@ public:
     void AddClosures(unsigned count, ClosureInvoker invoker, void *arg, TaskPriority priority,
                      TaskCounter *counter, unsigned threadIndex);
     void CheckThreadIndex(unsigned threadIndex, char const *what) const;
+    // A task that starts once every counter in [prerequisites, +count) is 0
+    // (after.cpp), and its start, when the last of them got there: `task`,
+    // counted as added when AddAfter was called, is queued as a task added
+    // by the calling thread.
+    void AddAfter(TaskCounter *const *prerequisites, std::size_t count, TaskItem const &task,
+                  TaskPriority priority);
+    void StartAfter(TaskItem const &task, unsigned queue);
     ClosurePool &Closures() { return m_closures; }
     // After work was published: wakes a worker if none is searching. Work
     // from a thread outside the scheduler wakes the worker pinned to the

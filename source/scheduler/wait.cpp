@@ -111,6 +111,10 @@ void WakeWaiter(Scheduler *scheduler, WaitNode *node, Readier readier) {
         ReadyFiber(*scheduler, node->Waiter, node->PinnedTo, readier);
         return;
     }
+    if (node->After != nullptr) {
+        PrerequisiteDone(*scheduler, node);
+        return;
+    }
     // A thread: after the store it may return, and its node with it; the
     // wake below only needs the address (a stale one wakes nobody harmful).
     std::atomic<std::uint32_t> *woken = &node->Woken;

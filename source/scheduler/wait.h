@@ -62,6 +62,9 @@ enum class Readier {
 // Ends the wait of a node a waker took off a list: readies its fiber, or
 // wakes its thread. Any thread; the node may be gone once this returns.
 void WakeWaiter(Scheduler *scheduler, WaitNode *node, Readier readier);
+// A task's prerequisite reached 0 (AddTaskAfter): `node` is one of its
+// AfterTask's, and the task starts if that was the last (after.cpp).
+void PrerequisiteDone(Scheduler &scheduler, WaitNode *node);
 // Makes a waiting fiber runnable again. Any thread.
 void ReadyFiber(Scheduler &scheduler, Fiber *fiber, Worker *pinnedTo,
                 Readier readier = Readier::BetweenTasks);

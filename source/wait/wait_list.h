@@ -20,12 +20,14 @@
 namespace ftl {
 namespace detail {
 
+struct AfterTask;
 struct Fiber;
 class Worker;
 
 struct WaitNode {
     WaitNode *Next = nullptr;
     Fiber *Waiter = nullptr;    // nullptr: a thread that is not a worker waits on Woken
+    AfterTask *After = nullptr; // or else a task waits (AddTaskAfter; scheduler/after.cpp)
     Worker *PinnedTo = nullptr; // nullptr: resume on any worker
     unsigned Target = 0;        // counters: the value waited for
     // What is waited for, for the trace, the wait callbacks and the list of

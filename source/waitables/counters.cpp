@@ -50,8 +50,10 @@ BaseCounter::~BaseCounter() {
     detail::WaitListGuard guard(m_waiters);
     state = m_state.load(std::memory_order_acquire);
     if (HasWaiters(state)) {
-        FTL_FATAL("a counter was destroyed while %u fiber(s) still wait on it (value %u)",
-                  static_cast<unsigned>(state & kWaiterMask), ValueOf(state));
+        FTL_FATAL(
+            "a counter was destroyed while %u fiber(s), thread(s) or AddTaskAfter task(s) still wait on "
+            "it (value %u)",
+            static_cast<unsigned>(state & kWaiterMask), ValueOf(state));
     }
 }
 

@@ -353,6 +353,30 @@ TEST_CASE("Destroying a Fibtex while a fiber waits for it aborts", "[misuse]") {
     RequireDeath(result, "destroyed while fibers wait");
 }
 
+TEST_CASE("AddTaskAfter with a prerequisite destroyed first, or none at all, aborts", "[misuse][after]") {
+    SECTION("destroyed before the task started") {
+        ChildResult const result = RunInChild([] {
+            ftl::TaskScheduler ts;
+            ts.Init(Options(2));
+            auto *gate = new ftl::TaskCounter(&ts, 1);
+            ts.AddTaskAfter(
+                {gate}, [] {}, ftl::TaskPriority::Normal);
+            delete gate;
+        });
+        RequireDeath(result, "AddTaskAfter task(s) still wait on it");
+    }
+    SECTION("nullptr") {
+        ChildResult const result = RunInChild([] {
+            ftl::TaskScheduler ts;
+            ts.Init(Options(2));
+            ftl::TaskCounter ready(&ts);
+            ts.AddTaskAfter(
+                {&ready, nullptr}, [] {}, ftl::TaskPriority::Normal);
+        });
+        RequireDeath(result, "AddTaskAfter: prerequisite 1 is nullptr");
+    }
+}
+
 TEST_CASE("Destroying a counter while a fiber waits on it aborts", "[misuse]") {
     int const kind = GENERATE(0, 1, 2);
     char const *const kinds[] = {"AtomicFlag", "TaskCounter", "FullAtomicCounter"};

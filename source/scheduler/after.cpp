@@ -1,0 +1,149 @@
+// Tasks after tasks (TaskScheduler::AddTaskAfter). The task waits in a record
+// on the heap, with one WaitNode per prerequisite, each registered on its
+// counter's waiter list as a fiber's node would be. A counter that reaches 0
+// takes the node off its list and hands it to PrerequisiteDone instead of
+// readying a fiber; the record counts its prerequisites down, and the one
+// that brings it to 0 queues the task from the thread it runs on and frees
+// the record. No fiber waits, and a chain of such tasks queues each link from
+// the finish of the one before, so nothing recurses.
+//
+// The count starts one above the number of nodes: AddAfter holds that one
+// while it registers, so a prerequisite that reaches 0 meanwhile cannot
+// start the task (and free the record) under it.
+#include "ftl/assert.h"
+#include "ftl/task_counter.h"
+#include "scheduler/counter_ops.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/wait.h"
+#include "scheduler/worker.h"
+#include "wait/wait_list.h"
+
+#include <atomic>
+#include <new>
+
+namespace ftl {
+namespace detail {
+
+struct AfterTask {
+    TaskItem Task;
+    unsigned Queue = 1;
+    std::size_t NumNodes = 0; // one per prerequisite, after the record
+    std::atomic<std::size_t> Left{0};
+    WaitNode *Nodes() { return reinterpret_cast<WaitNode *>(this + 1); }
+};
+static_assert(sizeof(AfterTask) % alignof(WaitNode) == 0, "the nodes follow the record, aligned");
+
+namespace {
+
+AfterTask *NewAfterTask(TaskItem const &task, unsigned queue, std::size_t nodes) {
+    void *memory = ::operator new(sizeof(AfterTask) + nodes * sizeof(WaitNode));
+    auto *after = new (memory) AfterTask;
+    after->Task = task;
+    after->Queue = queue;
+    after->NumNodes = nodes;
+    after->Left.store(nodes + 1, std::memory_order_relaxed);
+    for (std::size_t i = 0; i < nodes; ++i) {
+        new (after->Nodes() + i) WaitNode;
+    }
+    return after;
+}
+
+void DeleteAfterTask(AfterTask *after) {
+    for (std::size_t i = 0; i < after->NumNodes; ++i) {
+        after->Nodes()[i].~WaitNode();
+    }
+    after->~AfterTask();
+    ::operator delete(after);
+}
+
+// One prerequisite less; the last starts the task.
+void CountDown(Scheduler &scheduler, AfterTask *after) {
+    // acq_rel: the thread that starts the task has seen every prerequisite
+    // reach 0 (each release came with its counter's last finish).
+    if (after->Left.fetch_sub(1, std::memory_order_acq_rel) != 1) {
+        return;
+    }
+    TaskItem const task = after->Task;
+    unsigned const queue = after->Queue;
+    DeleteAfterTask(after);
+    scheduler.StartAfter(task, queue);
+}
+
+} // namespace
+
+void Scheduler::AddAfter(TaskCounter *const *prerequisites, std::size_t count, TaskItem const &task,
+                         TaskPriority priority) {
+    if (priority != TaskPriority::High && priority != TaskPriority::Normal) {
+        FTL_FATAL("AddTaskAfter: TaskPriority(%d) is not a priority (High or Normal)",
+                  static_cast<int>(priority));
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+        if (prerequisites[i] == nullptr) {
+            FTL_FATAL("AddTaskAfter: prerequisite %zu is nullptr", i);
+        }
+        CounterOps::CheckAlive(*prerequisites[i], "AddTaskAfter");
+        if (CounterOps::Owner(*prerequisites[i]) != m_owner) {
+            FTL_FATAL("AddTaskAfter: prerequisite %zu is a counter of another TaskScheduler", i);
+        }
+    }
+    unsigned const queue = priority == TaskPriority::High ? 0 : 1;
+    AfterTask *after = NewAfterTask(task, queue, count);
+    // Counted as added now, and its counter raised: a wait on the counter
+    // and the drain at destruction wait for it from here on.
+    if (task.Counter != nullptr) {
+        task.Counter->Add(1);
+    }
+    Worker *worker = CurrentWorkerOfThis();
+    if (worker != nullptr) {
+        worker->CountAdded(1);
+    } else {
+        OutsideCall const call(*this);
+        if (Destroying()) {
+            FTL_FATAL(
+                "AddTaskAfter: called by a thread outside the scheduler while the TaskScheduler is being "
+                "destroyed (add nothing after its destructor began)");
+        }
+        m_externalAdded.fetch_add(1, std::memory_order_seq_cst);
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+        WaitNode &node = after->Nodes()[i];
+        node.After = after;
+        node.Target = 0;
+        node.Kind = WaitKind::Counter;
+        node.Object = prerequisites[i];
+        if (!CounterOps::Register(prerequisites[i], &node)) {
+            // Already 0. (Not the last: AddAfter holds one.)
+            after->Left.fetch_sub(1, std::memory_order_relaxed);
+        }
+    }
+    CountDown(*this, after);
+}
+
+void Scheduler::StartAfter(TaskItem const &task, unsigned queue) {
+    Worker *worker = CurrentWorkerOfThis();
+#if defined(__cpp_exceptions)
+    try {
+#endif
+        if (worker != nullptr) {
+            worker->Tasks(queue).Push(task);
+            NotifyWork(Waker::Worker);
+            return;
+        }
+        OutsideCall const call(*this);
+        m_global[queue].PushBatch(1, [&task](std::size_t) { return task; });
+        NotifyWork(Waker::Outside);
+#if defined(__cpp_exceptions)
+    } catch (std::bad_alloc const &) {
+        // Its prerequisites' last finish is in no position to take an error
+        // back, and the task is counted: dropping it would hang its waits.
+        FTL_FATAL("AddTaskAfter: no memory to queue a task whose prerequisites have all reached 0");
+    }
+#endif
+}
+
+void PrerequisiteDone(Scheduler &scheduler, WaitNode *node) {
+    CountDown(scheduler, node->After);
+}
+
+} // namespace detail
+} // namespace ftl
