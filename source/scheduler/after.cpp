@@ -81,19 +81,30 @@ void Scheduler::AddAfter(TaskCounter *const *prerequisites, std::size_t count, T
         if (prerequisites[i] == nullptr) {
             FTL_FATAL("AddTaskAfter: prerequisite %zu is nullptr", i);
         }
+        if (prerequisites[i] == task.Counter) {
+            FTL_FATAL("AddTaskAfter: prerequisite %zu is the task's own counter, which cannot reach 0 before "
+                      "the task runs",
+                      i);
+        }
         CounterOps::CheckAlive(*prerequisites[i], "AddTaskAfter");
         if (CounterOps::Owner(*prerequisites[i]) != m_owner) {
             FTL_FATAL("AddTaskAfter: prerequisite %zu is a counter of another TaskScheduler", i);
         }
     }
     unsigned const queue = priority == TaskPriority::High ? 0 : 1;
-    AfterTask *after = NewAfterTask(task, queue, count);
+    // One deeper than the adding task, as AddTask's (FiberPressure); an
+    // outside thread's: 0.
+    Worker *worker = CurrentWorkerOfThis();
+    TaskItem deeper = task;
+    if (worker != nullptr) {
+        deeper.Extra |= TaskItem::DepthBits(worker->TaskDepth() + 1);
+    }
+    AfterTask *after = NewAfterTask(deeper, queue, count);
     // Counted as added now, and its counter raised: a wait on the counter
     // and the drain at destruction wait for it from here on.
     if (task.Counter != nullptr) {
         task.Counter->Add(1);
     }
-    Worker *worker = CurrentWorkerOfThis();
     if (worker != nullptr) {
         worker->CountAdded(1);
     } else {

@@ -230,7 +230,7 @@ bool CounterOps::Register(void *counterPtr, WaitNode *node) {
             return false;
         }
         if ((state & BaseCounter::kWaiterMask) == BaseCounter::kWaiterMask) {
-            FTL_FATAL("more than %llu fibers and threads wait on one counter",
+            FTL_FATAL("more than %llu fibers, threads and AddTaskAfter tasks wait on one counter",
                       static_cast<unsigned long long>(BaseCounter::kWaiterMask));
         }
     } while (!counter->m_state.compare_exchange_weak(state, state + 1, std::memory_order_acq_rel,

@@ -375,6 +375,16 @@ TEST_CASE("AddTaskAfter with a prerequisite destroyed first, or none at all, abo
         });
         RequireDeath(result, "AddTaskAfter: prerequisite 1 is nullptr");
     }
+    SECTION("the task's own counter") {
+        ChildResult const result = RunInChild([] {
+            ftl::TaskScheduler ts;
+            ts.Init(Options(2));
+            ftl::TaskCounter counter(&ts);
+            ts.AddTaskAfter(
+                {&counter}, [] {}, ftl::TaskPriority::Normal, &counter);
+        });
+        RequireDeath(result, "AddTaskAfter: prerequisite 0 is the task's own counter");
+    }
 }
 
 TEST_CASE("Destroying a counter while a fiber waits on it aborts", "[misuse]") {
