@@ -9,6 +9,8 @@ namespace {
 constexpr std::align_val_t kChunkAlign{64};
 } // namespace
 
+ClosurePool::ClosurePool(std::size_t slotBytes) : m_slotBytes(slotBytes) {}
+
 ClosurePool::~ClosurePool() {
     for (void *chunk : m_chunks) {
         ::operator delete(chunk, kChunkAlign);
@@ -21,7 +23,7 @@ void ClosurePool::Init(unsigned numWorkers) {
 }
 
 void *ClosurePool::NewChunk() {
-    void *chunk = ::operator new(kSlotBytes *kChunkSlots, kChunkAlign);
+    void *chunk = ::operator new(m_slotBytes *kChunkSlots, kChunkAlign);
     m_chunks.push_back(chunk);
     return chunk;
 }
@@ -33,7 +35,7 @@ void ClosurePool::Refill(Local &local, unsigned count) {
     if (m_shared == nullptr) {
         auto *chunk = static_cast<unsigned char *>(NewChunk());
         for (unsigned s = 0; s < kChunkSlots; ++s) {
-            auto *slot = ::new (chunk + s * kSlotBytes) FreeSlot{m_shared};
+            auto *slot = ::new (chunk + s * m_slotBytes) FreeSlot{m_shared};
             m_shared = slot;
         }
     }

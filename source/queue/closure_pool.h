@@ -2,6 +2,9 @@
 // ftl/detail/closure.h), so that adding a closure of up to kClosureSlotSize
 // bytes allocates nothing once the pool is warm.
 //
+// The scheduler keeps a second pool, of larger slots, for the records of
+// tasks after tasks (scheduler/after.cpp).
+//
 // Each worker keeps a free list of its own (owner only, no atomics): a task
 // adding a closure takes a slot from the adding worker's list, and the
 // worker that runs it puts the slot back on its own. Slots therefore drift
@@ -24,7 +27,8 @@ namespace detail {
 
 class ClosurePool {
 public:
-    ClosurePool() = default;
+    // slotBytes: a multiple of 64 (a cache line), at least kClosureSlotSize.
+    explicit ClosurePool(std::size_t slotBytes = kClosureSlotBytes);
     ~ClosurePool();
     ClosurePool(ClosurePool const &) = delete;
     ClosurePool &operator=(ClosurePool const &) = delete;
@@ -40,12 +44,13 @@ public:
     // Slots made so far (for tests: a warm pool stops growing).
     std::size_t Made() const;
 
+    static constexpr std::size_t kClosureSlotBytes = 64; // kClosureSlotSize, rounded to a cache line
+
 private:
-    static constexpr std::size_t kSlotBytes = 64; // kClosureSlotSize, rounded to a cache line
     static constexpr unsigned kChunkSlots = 64;
     static constexpr unsigned kLocalMax = 256;
     static constexpr unsigned kRefill = 32;
-    static_assert(kClosureSlotSize <= kSlotBytes && kSlotBytes % kClosureSlotAlign == 0,
+    static_assert(kClosureSlotSize <= kClosureSlotBytes && kClosureSlotBytes % kClosureSlotAlign == 0,
                   "a slot holds kClosureSlotSize bytes at kClosureSlotAlign");
 
     struct FreeSlot {
@@ -61,6 +66,7 @@ private:
     void Refill(Local &local, unsigned count);
     void *NewChunk();
 
+    std::size_t m_slotBytes;
     std::unique_ptr<Local[]> m_local;
     unsigned m_numLocal = 0;
     mutable std::mutex m_mutex;

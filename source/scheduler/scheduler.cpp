@@ -149,6 +149,7 @@ void Scheduler::BuildWorkers(std::vector<int> const &cpus) {
     m_idle.Init(m_numWorkers, m_mechanisms.SearcherLimit, m_mechanisms.SpinBeforePark,
                 m_mechanisms.AdaptiveSpin, std::uint64_t{options.MaxIdleSpinMicros} * 1000);
     m_closures.Init(m_numWorkers);
+    m_afterRecords.Init(m_numWorkers);
     m_fibtexes.Init(m_numWorkers, FibtexSwitches{m_mechanisms.LockPeeks, m_mechanisms.LockWatchesIdle,
                                                  m_mechanisms.LockPatience, m_mechanisms.LockHandOff});
     m_behavior.store(options.Behavior, std::memory_order_relaxed);

@@ -121,7 +121,15 @@ public:
     // by the calling thread.
     void AddAfter(TaskCounter *const *prerequisites, std::size_t count, TaskItem const &task,
                   TaskPriority priority);
-    void StartAfter(TaskItem const &task, unsigned queue);
+    // Queues a task whose prerequisites all reached 0, from `self`, the
+    // calling thread's worker (nullptr: a thread outside the scheduler); the
+    // caller wakes a worker for it, once for all it queued together
+    // (NotifyStarted).
+    void StartAfter(Worker *self, TaskItem const &task, unsigned queue);
+    void NotifyStarted(Worker const *self);
+    // The slots of AddTaskAfter's records, and their size (after.cpp).
+    ClosurePool &AfterRecords() { return m_afterRecords; }
+    static std::size_t AfterRecordBytes();
     ClosurePool &Closures() { return m_closures; }
     // After work was published: wakes a worker if none is searching. Work
     // from a thread outside the scheduler wakes the worker pinned to the
@@ -229,6 +237,7 @@ private:
     std::unique_ptr<Worker[]> m_workers;
     FiberPool m_pool;
     ClosurePool m_closures;
+    ClosurePool m_afterRecords{AfterRecordBytes()};
     Timers m_timers;
     IdleState m_idle;
     FibtexContext m_fibtexes;

@@ -112,7 +112,10 @@ void WakeWaiter(Scheduler *scheduler, WaitNode *node, Readier readier) {
         return;
     }
     if (node->After != nullptr) {
-        PrerequisiteDone(*scheduler, node);
+        Worker *self = scheduler->CurrentWorkerOfThis();
+        if (PrerequisiteDone(*scheduler, self, node)) {
+            scheduler->NotifyStarted(self);
+        }
         return;
     }
     // A thread: after the store it may return, and its node with it; the

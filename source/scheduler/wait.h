@@ -63,8 +63,11 @@ enum class Readier {
 // wakes its thread. Any thread; the node may be gone once this returns.
 void WakeWaiter(Scheduler *scheduler, WaitNode *node, Readier readier);
 // A task's prerequisite reached 0 (AddTaskAfter): `node` is one of its
-// AfterTask's, and the task starts if that was the last (after.cpp).
-void PrerequisiteDone(Scheduler &scheduler, WaitNode *node);
+// AfterTask's, and the task is queued from `self` (the calling thread's
+// worker, or nullptr) if that was the last (after.cpp). Returns whether it
+// was; the caller then owes Scheduler::NotifyStarted, once for all the nodes
+// it took together.
+bool PrerequisiteDone(Scheduler &scheduler, Worker *self, WaitNode *node);
 // Makes a waiting fiber runnable again. Any thread.
 void ReadyFiber(Scheduler &scheduler, Fiber *fiber, Worker *pinnedTo,
                 Readier readier = Readier::BetweenTasks);

@@ -75,12 +75,27 @@ void BaseCounter::WakeWaiters(unsigned value, bool counted) {
         return;
     }
     detail::Scheduler &scheduler = *detail::Scheduler::Of(taskScheduler);
+    // Tasks after tasks queued by this thread: one wake for all of them.
+    bool started = false;
+    bool selfKnown = false;
+    detail::Worker *self = nullptr;
     while (chain != nullptr) {
         // Read the node before readying its fiber: the node lives on that
         // fiber's stack and is gone once the fiber runs.
         detail::WaitNode *next = chain->Next;
-        detail::WakeWaiter(&scheduler, chain, detail::Readier::TaskThatWaits);
+        if (chain->After != nullptr) {
+            if (!selfKnown) {
+                self = scheduler.CurrentWorkerOfThis();
+                selfKnown = true;
+            }
+            started |= detail::PrerequisiteDone(scheduler, self, chain);
+        } else {
+            detail::WakeWaiter(&scheduler, chain, detail::Readier::TaskThatWaits);
+        }
         chain = next;
+    }
+    if (started) {
+        scheduler.NotifyStarted(self);
     }
 }
 
