@@ -529,6 +529,7 @@ constexpr Comparison kComparisons[] = {
     {"W8", "ftl", "W8", "reference", "the raw futex"},
     {"W6", "ftl", "W6", "reference", "the std::thread loop"},
     {"G1", "ftl", "W1", "ftl", "W1"},
+    {"A1", "ftl", "W1", "ftl", "W1"},
     {"W1c", "ftl", "W1", "ftl", "W1"},
     {"W3c", "ftl", "W3", "ftl", "W3"},
     {"P1", "ftl", "P1h", "ftl", "AddTasks batches by hand"},

@@ -15,7 +15,10 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <deque>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -679,6 +682,123 @@ private:
     ftl::TaskGraph m_graph;
 };
 
+// A1, A2: tasks after tasks ---------------------------------------------------
+
+// W1's batches with AddTaskAfter: each batch's 1,000 tasks start after a gate
+// counter held at 1 while they are added, so every one waits in its record
+// (none finds the gate at 0), and the gate's release starts them all.
+class AfterBatches final : public Fixture {
+public:
+    AfterBatches(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
+        : m_scheduler(sizes, mechanisms), m_tally(m_scheduler.Threads()) {}
+
+    void Run() override {
+        ftl::TaskScheduler *const ts = m_scheduler.Get();
+        ftl::Task const task{CountTask, &m_tally};
+        for (unsigned batch = 0; batch < kBatches; ++batch) {
+            ftl::TaskCounter gate(ts, 1);
+            ftl::TaskCounter counter(ts);
+            for (unsigned i = 0; i < kBatchSize; ++i) {
+                ts->AddTaskAfter({&gate}, task, ftl::TaskPriority::Normal, &counter);
+            }
+            gate.Decrement();
+            ts->WaitForCounter(&counter);
+        }
+    }
+
+    Verdict Check() override {
+        return ExpectCount("tasks run", m_tally.Take(), std::uint64_t(kBatches) * kBatchSize);
+    }
+
+private:
+    Scheduler m_scheduler;
+    Tally m_tally;
+};
+
+// A chain of kChainLinks tasks, each AddTaskAfter the previous one's counter,
+// all added before the first runs. Figures: ns per link, and how many fibers
+// the run added to the pool's peak (FibersPeak): none, where a fiber parked
+// per link would add one each. Check: each link ran after the one before,
+// and no link ran on a stack deeper than the others' (no recursion).
+class AfterChain final : public Fixture {
+public:
+    AfterChain(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
+        : m_scheduler(sizes, mechanisms), m_frames(kChainLinks), m_fibers(kChainLinks), m_order(kChainLinks) {
+    }
+
+    void Run() override {
+        ftl::TaskScheduler *const ts = m_scheduler.Get();
+        unsigned const peakBefore = ts->GetStats().FibersPeak;
+        m_next.store(0, std::memory_order_relaxed);
+        auto const start = std::chrono::steady_clock::now();
+        std::deque<ftl::TaskCounter> counters;
+        counters.emplace_back(ts);
+        ts->AddTask(Link{this, 0}, ftl::TaskPriority::Normal, &counters.back());
+        for (unsigned i = 1; i < kChainLinks; ++i) {
+            ftl::TaskCounter &previous = counters.back();
+            counters.emplace_back(ts);
+            ts->AddTaskAfter({&previous}, Link{this, i}, ftl::TaskPriority::Normal, &counters.back());
+        }
+        ts->WaitForCounter(&counters.back());
+        double const took =
+            std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+        m_figures = {took / kChainLinks, double(ts->GetStats().FibersPeak - peakBefore)};
+    }
+
+    Verdict Check() override {
+        if (Verdict const count = ExpectCount("links run", m_next.exchange(0), kChainLinks); !count.Ok) {
+            return count;
+        }
+        for (unsigned i = 0; i < kChainLinks; ++i) {
+            if (m_order[i] != i) {
+                return Verdict::Fail("link " + std::to_string(i) + " ran as number " +
+                                     std::to_string(m_order[i]));
+            }
+        }
+        // Per fiber, the lowest and highest frame of a link it ran. A
+        // worker's loop and the Init thread's wait start links a few frames
+        // apart; recursion would spread them over the stack.
+        std::map<unsigned, std::pair<std::uintptr_t, std::uintptr_t>> frames;
+        for (unsigned i = 0; i < kChainLinks; ++i) {
+            auto const seen = frames.emplace(m_fibers[i], std::make_pair(m_frames[i], m_frames[i])).first;
+            seen->second.first = std::min(seen->second.first, m_frames[i]);
+            seen->second.second = std::max(seen->second.second, m_frames[i]);
+        }
+        for (auto const &fiber : frames) {
+            if (std::uintptr_t const spread = fiber.second.second - fiber.second.first;
+                spread > kFrameSpread) {
+                return Verdict::Fail("the links fiber " + std::to_string(fiber.first) + " ran spread over " +
+                                     std::to_string(spread) + " bytes of its stack");
+            }
+        }
+        return Verdict::Pass();
+    }
+    std::vector<double> MeasuredFigures() const override { return m_figures; }
+
+private:
+    static constexpr std::uintptr_t kFrameSpread = 64 * 1024;
+
+    // Link i of the chain: where its frame was, on which fiber, and when.
+    struct Link {
+        AfterChain *Chain;
+        unsigned I;
+        void operator()() const {
+            // The frame, not a local's address: AddressSanitizer moves
+            // locals to a stack of its own.
+            Chain->m_frames[I] = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+            Chain->m_fibers[I] = Chain->m_scheduler.Get()->GetCurrentFiberIndex();
+            Chain->m_order[I] = Chain->m_next.fetch_add(1, std::memory_order_relaxed);
+        }
+    };
+
+    Scheduler m_scheduler;
+    std::vector<std::uintptr_t> m_frames;
+    std::vector<unsigned> m_fibers;
+    std::vector<unsigned> m_order;
+    std::atomic<unsigned> m_next{0};
+    std::vector<double> m_figures;
+};
+
 // S1 ---------------------------------------------------------------------------
 
 // Starts and destroys schedulers with a small and a large pool, alternately
@@ -1140,6 +1260,9 @@ System MakeFtlSystem(std::string name, ftl::detail::Mechanisms const &mechanisms
     list.push_back(Make<FibonacciClosures<true>>("W3s", "AddTask(24-byte closure) x2 + TaskCounter per node",
                                                  mechanisms));
     list.push_back(Make<GraphRuns>("G1", "TaskGraph::Run + WaitForCounter per run", mechanisms));
+    list.push_back(
+        Make<AfterBatches>("A1", "AddTaskAfter a gate counter + TaskCounter per batch", mechanisms));
+    list.push_back(Make<AfterChain>("A2", "AddTaskAfter the previous link's TaskCounter", mechanisms));
     list.push_back(Make<PingPong>("W4", "FullAtomicCounter, WaitForCounter(counter, value)", mechanisms));
     list.push_back(Make<ContendedFibtex<>>("W5", "Fibtex, std::lock_guard", mechanisms));
     list.push_back(Make<ContendedFibtex<>>("W5b", "Fibtex, std::lock_guard", mechanisms));

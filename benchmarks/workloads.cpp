@@ -128,7 +128,7 @@ Verdict CheckWakeSamples(std::vector<std::int64_t> const &latenciesNs, std::size
 
 namespace {
 
-// W1-W3 and their variants, and G1: tasks added, run and waited for.
+// W1-W3 and their variants, G1, A1 and A2: tasks added, run and waited for.
 void AddTaskWorkloads(Sizes const &sizes, std::vector<Workload> &workloads) {
     std::string const fib = "fib(" + std::to_string(sizes.FibN) + ")";
     workloads.push_back(
@@ -187,6 +187,19 @@ void AddTaskWorkloads(Sizes const &sizes, std::vector<Workload> &workloads) {
          "built once and run 1,000 times, each run waited for",
          {{"G1", "ns/node"}},
          double(kBatches) * kBatchSize});
+    workloads.push_back(
+        {"A1",
+         "W1 as tasks after tasks, ftl only: each batch's 1000 tasks added with AddTaskAfter a "
+         "gate counter held at 1 until all are added, then released; one counter per batch, "
+         "each waited for",
+         {{"A1", "ns/task"}},
+         double(kBatches) * kBatchSize});
+    workloads.push_back({"A2",
+                         "a chain of 100,000 tasks, ftl only: each AddTaskAfter the previous one's counter, "
+                         "all added before the first runs, the last waited for; and the fibers the run added "
+                         "to the pool's peak (FibersPeak)",
+                         {{"A2", "ns/link"}, {"A2 fibers", "fibers", false}},
+                         0});
 }
 
 // W4-W6, P1 and P1h: tasks that wait for each other, share a lock, or split

@@ -17,6 +17,10 @@
 //       its two children as tasks and waits for them         -> ns per task
 //   W3e W3 with OnFiberAttached/OnFiberDetached installed (ftl only): the
 //       cost of the fiber callbacks' path                     -> ns per task
+//   A1  W1 with AddTaskAfter (ftl only): each batch's tasks start after a
+//       gate counter held while they are added               -> ns per task
+//   A2  a chain of 100,000 tasks, each AddTaskAfter the one before (ftl
+//       only), all added before the first runs    -> ns per link, fibers added
 //   W4  two tasks ping-pong 100,000 times (10,000 with --short), each waiting
 //       for the value the other one writes                   -> ns per round trip
 //   W5  10,000 tasks x 100 increments of one int under a lock -> ns per lock
@@ -57,6 +61,8 @@ namespace bench {
 // W1
 constexpr unsigned kBatches = 1000;
 constexpr unsigned kBatchSize = 1000;
+// A2
+constexpr unsigned kChainLinks = 100000;
 // W1w
 constexpr unsigned kWorkBatches = 100;
 constexpr unsigned kWorkSteps = 200;
