@@ -105,8 +105,12 @@ bool WaitForValue(detail::Scheduler *scheduler, detail::Worker *worker, BaseCoun
 }
 
 // After a wait on `counter` returned: rethrows the exception a task added
-// with it kept, if any.
+// with it kept, if any. A cancelled counter's wait returns normally (the
+// cancellation ends there).
 void RethrowKept(TaskCounter &counter) {
+    if (detail::CounterOps::EndCancellation(counter)) {
+        return;
+    }
     if (detail::CounterOps::HasError(counter)) {
         if (std::exception_ptr error = detail::CounterOps::TakeError(counter)) {
             std::rethrow_exception(error);
@@ -287,6 +291,21 @@ unsigned TaskScheduler::GetCurrentThreadIndex() const {
 unsigned TaskScheduler::GetCurrentFiberIndex() const {
     detail::Worker *worker = m_impl != nullptr ? m_impl->CurrentWorkerOfThis() : nullptr;
     return worker != nullptr ? worker->CurrentFiber()->Index : kInvalidIndex;
+}
+
+bool TaskScheduler::IsCurrentTaskCancelled() const {
+    detail::Worker *worker = m_impl != nullptr ? m_impl->CurrentWorkerOfThis() : nullptr;
+    if (worker == nullptr) {
+        return false;
+    }
+    // The task the fiber runs: the innermost inline loop's (the item it
+    // took last), else its worker loop's.
+    detail::Fiber const *fiber = worker->CurrentFiber();
+    auto const *task = static_cast<detail::TaskItem const *>(fiber->LoopItem);
+    if (detail::InlineHand const *hand = fiber->Hand; hand != nullptr && hand->Next != 0) {
+        task = &hand->Items()[hand->Next - 1];
+    }
+    return task != nullptr && task->Counter != nullptr && task->Counter->IsCancelled();
 }
 
 unsigned TaskScheduler::GetThreadCount() const {

@@ -10,6 +10,15 @@
 // WaitGroup::Wait) rethrows it once the counter reaches 0. Only the first is
 // kept; exceptions from other tasks while one is kept are dropped and
 // counted (DroppedExceptions). After the rethrow the counter is usable again.
+//
+// Cancellation (Cancel): the counter's tasks that have not started never run
+// (a closure is destroyed uncalled), and each counts as finished, so the
+// count still reaches 0. A task that already runs goes on; it can ask
+// TaskScheduler::IsCurrentTaskCancelled() and return early. Tasks added after
+// Cancel are skipped too, until a wait on the counter returns: that wait
+// returns normally, drops any exception a task kept, and leaves the counter
+// usable again. A task added with AddTaskAfter a cancelled counter still
+// runs: cancellation belongs to a task's own counter.
 #pragma once
 
 #include "ftl/base_counter.h"
@@ -46,6 +55,11 @@ public:
     // How many exceptions were dropped because one was already kept: since
     // the kept one was stored, until the next one is.
     unsigned DroppedExceptions() const { return m_droppedExceptions.load(std::memory_order_acquire); }
+    // Skips every task of this counter that has not started (see above).
+    // Returns at once; the skipping happens as workers reach the tasks.
+    void Cancel() { m_cancelled.store(true, std::memory_order_seq_cst); }
+    // Whether Cancel was called since a wait on the counter last returned.
+    bool IsCancelled() const { return m_cancelled.load(std::memory_order_acquire); }
 
 protected:
     // Lowers the count by `down`, waking the waiters when it reaches 0.
@@ -75,6 +89,7 @@ private:
     std::exception_ptr m_error;
     std::atomic<unsigned> m_droppedExceptions{0};
     std::atomic<bool> m_hasError{false};
+    std::atomic<bool> m_cancelled{false};
 };
 
 } // namespace ftl

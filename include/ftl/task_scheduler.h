@@ -248,6 +248,10 @@ public:
     // outside the scheduler. A task run inline by a wait reports the waiting
     // fiber it runs on.
     unsigned GetCurrentFiberIndex() const;
+    // Whether the running task's counter was cancelled (TaskCounter::Cancel)
+    // since it started, for a long task to poll and return early. False
+    // outside a task, and for a task added without a counter.
+    bool IsCurrentTaskCancelled() const;
     unsigned GetThreadCount() const;
     // Fibers in the pool now (grows under FiberPoolPolicy::Grow).
     unsigned GetFiberCount() const;

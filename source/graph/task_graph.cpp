@@ -301,7 +301,10 @@ unsigned TaskGraph::Impl::Flush(Batch &batch) {
 void TaskGraph::Impl::RunNode(unsigned index, Batch &batch) {
     NodeData &node = Nodes[index];
     ++batch.Ran;
-    if (Cancelled.load(std::memory_order_relaxed)) {
+    // After a node threw, or once the run's counter was cancelled
+    // (TaskCounter::Cancel), the nodes left are skipped, their edges still
+    // followed, so that the run ends as any other.
+    if (Cancelled.load(std::memory_order_relaxed) || Done->IsCancelled()) {
         return;
     }
     if (Traced) {
@@ -357,6 +360,9 @@ void TaskGraph::Impl::RunOne(TaskScheduler *, void *arg, unsigned) {
 }
 
 void TaskGraph::Impl::RunSuccessor(TaskScheduler *, void *arg, unsigned index) {
+    // A skipped task (kSkipTask) still does its nodes' bookkeeping;
+    // RunNode skips their functions.
+    index &= ~detail::kSkipTask;
     auto *from = static_cast<NodeData *>(arg);
     Impl *graph = from->Graph;
     Batch batch;
@@ -365,6 +371,7 @@ void TaskGraph::Impl::RunSuccessor(TaskScheduler *, void *arg, unsigned index) {
 }
 
 void TaskGraph::Impl::RunChunk(TaskScheduler *, void *arg, unsigned index) {
+    index &= ~detail::kSkipTask; // as RunSuccessor
     auto *from = static_cast<NodeData *>(arg);
     Impl *graph = from->Graph;
     unsigned const first = from->Begin + 1 + index * from->Chunk;
@@ -382,6 +389,7 @@ void TaskGraph::Impl::RunChunk(TaskScheduler *, void *arg, unsigned index) {
 }
 
 void TaskGraph::Impl::RunRoot(TaskScheduler *, void *arg, unsigned index) {
+    index &= ~detail::kSkipTask; // as RunSuccessor
     auto *graph = static_cast<Impl *>(arg);
     Batch batch;
     graph->RunChain(graph->Targets[graph->Source.Begin + index], batch);

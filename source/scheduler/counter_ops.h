@@ -32,6 +32,15 @@ public:
     static bool HasError(TaskCounter const &counter) {
         return counter.m_hasError.load(std::memory_order_acquire);
     }
+    // Whether the counter's tasks are skipped (TaskCounter::Cancel). Relaxed:
+    // read before every task; a task whose check comes before the Cancel's
+    // store started before it.
+    static bool Skips(TaskCounter const &counter) {
+        return counter.m_cancelled.load(std::memory_order_relaxed);
+    }
+    // A wait on the counter returned: ends its cancellation, if any, and
+    // drops the exception a task kept. Returns whether it was cancelled.
+    static bool EndCancellation(TaskCounter &counter);
     // The registration of a waiter (a fiber's in its post-switch step:
     // docs/design.adoc, invariants 1 and 2). False when the value already
     // holds the target, or the node's deadline passed meanwhile.

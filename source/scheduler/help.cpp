@@ -104,6 +104,14 @@ Worker *RunChildren(Worker *worker, TaskCounter *counter, InlineHand &hand) {
                 !TakeChildren(worker, counter, hand, kToTheEnd)) {
                 break;
             }
+            if (__builtin_expect(CounterOps::Skips(*counter), false)) {
+                // Cancelled (TaskCounter::Cancel): the whole batch at once.
+                // (A cancel during a batch: RunTask skips the rest.)
+                hand.Next = hand.Count;
+                worker = worker->SkipTasks(hand.Items(), hand.Count);
+                worker->CountItem();
+                continue;
+            }
         } else if ((!kToTheEnd && worker->NextSource(true) != Source::Tasks) ||
                    worker->HigherPriorityWaiting(hand.Queue)) {
             break;

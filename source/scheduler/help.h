@@ -58,6 +58,7 @@ struct InlineHand {
     // TaskItem array would zero 192 bytes on every wait).
     alignas(TaskItem) unsigned char Storage[kInlineBatch * sizeof(TaskItem)];
     TaskItem *Items() { return reinterpret_cast<TaskItem *>(Storage); }
+    TaskItem const *Items() const { return reinterpret_cast<TaskItem const *>(Storage); }
     unsigned Next = 0;  // Items[Next] runs next
     unsigned Count = 0; // Items[Next..Count) are held
     unsigned Queue = 0; // the deque they came from

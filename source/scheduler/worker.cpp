@@ -246,6 +246,9 @@ void const *CodeOf(TaskItem const &item) {
 } // namespace
 
 Worker *Worker::RunObservedTask(TaskItem const &item) {
+    if (Cancelled(item)) {
+        return SkipTasks(&item, 1);
+    }
     BeforeTask(item.Counter);
     Fiber *const self = m_currentFiber;
     ObserveTaskBegin(item);
@@ -254,6 +257,19 @@ Worker *Worker::RunObservedTask(TaskItem const &item) {
     worker->CheckTaskHoldsNoLock(item);
     worker->ObserveTaskEnd(item);
     worker->TaskEnded(item.Counter);
+    return worker;
+}
+
+Worker *Worker::SkipTasks(TaskItem const *items, unsigned count) {
+    Fiber *const self = m_currentFiber;
+    for (unsigned i = 0; i < count; ++i) {
+        if (items[i].IsClosure()) {
+            // Destroys the closure without calling it.
+            items[i].Invoker()(m_taskScheduler, items[i].Arg, items[i].Index() | kSkipTask);
+        }
+    }
+    Worker *const worker = self->CurrentWorker;
+    worker->TaskEnded(items[0].Counter, count);
     return worker;
 }
 

@@ -23,6 +23,7 @@
 #include "queue/global_queue.h"
 #include "queue/task_item.h"
 #include "queue/work_deque.h"
+#include "scheduler/counter_ops.h"
 #include "scheduler/mechanisms.h"
 #include "scheduler/pressure.h"
 #include "trace/trace.h"
@@ -163,6 +164,14 @@ public:
     // tasks looks once.
     Worker *RunPlainTask(TaskItem const &item);
     Worker *RunObservedTask(TaskItem const &item);
+    // Whether the task's counter was cancelled (TaskCounter::Cancel): then
+    // SkipTasks destroys its closure uncalled and counts it as finished.
+    static bool Cancelled(TaskItem const &item) {
+        return item.Counter != nullptr && CounterOps::Skips(*item.Counter);
+    }
+    // Skips `count` tasks of one counter; returns the worker it ends on (a
+    // closure's destructor may wait).
+    [[gnu::cold, gnu::noinline]] Worker *SkipTasks(TaskItem const *items, unsigned count);
     // A scheduling point: the running task waits, the worker switches to
     // another fiber, or it is out of work. Publishes this worker's finished
     // tasks (a waiter may need them, and what runs next may run long) and
@@ -304,7 +313,7 @@ private:
     void EndTick();
     Worker *RunItem(Fiber *self, TaskItem const &item);
     // The task's finish: every task that ends, on any path, ends here.
-    void TaskEnded(TaskCounter *counter);
+    void TaskEnded(TaskCounter *counter, unsigned count = 1);
     bool PublishHeld(); // PublishFinished when m_doneCount != 0
     // Calls the task's function. Inline: the exception handler costs no
     // instruction until a task throws, and the call is the one the task needs.
@@ -531,7 +540,7 @@ inline void Worker::CountItem() {
     }
 }
 
-inline void Worker::TaskEnded(TaskCounter *counter) {
+inline void Worker::TaskEnded(TaskCounter *counter, unsigned count) {
     // Batched (docs/design.adoc, "A task's finish"): the finish waits on the
     // worker until it is about to do anything but run another task of the
     // same counter. Nothing can need it sooner: a waiter on that counter
@@ -540,7 +549,7 @@ inline void Worker::TaskEnded(TaskCounter *counter) {
         PublishFinished();
         m_doneCounter = counter;
     }
-    ++m_doneCount;
+    m_doneCount += count;
 }
 
 inline void Worker::Invoke(TaskItem const &item) {
@@ -575,6 +584,9 @@ inline Worker *Worker::RunTask(TaskItem const &item) {
 }
 
 inline Worker *Worker::RunPlainTask(TaskItem const &item) {
+    if (__builtin_expect(Cancelled(item), false)) {
+        return SkipTasks(&item, 1);
+    }
     BeforeTask(item.Counter);
     Fiber *const self = m_currentFiber;
     Invoke(item);

@@ -231,6 +231,15 @@ std::exception_ptr CounterOps::TakeError(TaskCounter &counter) {
     return std::exchange(counter.m_error, nullptr);
 }
 
+bool CounterOps::EndCancellation(TaskCounter &counter) {
+    if (!counter.m_cancelled.load(std::memory_order_acquire)) {
+        return false;
+    }
+    counter.m_cancelled.store(false, std::memory_order_release);
+    TakeError(counter);
+    return true;
+}
+
 bool CounterOps::Register(void *counterPtr, WaitNode *node) {
     auto *counter = static_cast<BaseCounter *>(counterPtr);
     WaitListGuard guard(counter->m_waiters);

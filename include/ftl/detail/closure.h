@@ -30,8 +30,12 @@ class TaskScheduler;
 namespace detail {
 
 // Runs a queued closure: `arg` as it was queued, `index` the task's index in
-// its AddTasks call (0 for AddTask).
+// its AddTasks call (0 for AddTask). With kSkipTask set in `index`, the task
+// was cancelled (TaskCounter::Cancel): the invoker destroys the closure, or
+// does its share of that, without calling it.
 using ClosureInvoker = void (*)(TaskScheduler *taskScheduler, void *arg, unsigned index);
+// Above any index: a count passes no TaskCounter::kMaxCount.
+constexpr unsigned kSkipTask = 0x80000000u;
 
 constexpr std::size_t kClosureSlotSize = 48;
 constexpr std::size_t kClosureSlotAlign = 16;
@@ -86,6 +90,9 @@ void *PackArg(Fn const &fn) {
 
 template <bool Indexed, class Fn>
 void InvokeInArg(TaskScheduler *taskScheduler, void *arg, unsigned index) {
+    if ((index & kSkipTask) != 0) {
+        return; // trivially copyable: nothing to destroy
+    }
     alignas(Fn) unsigned char bytes[sizeof(Fn)];
     std::memcpy(bytes, static_cast<void const *>(&arg), sizeof(Fn));
     Call<Indexed>(*std::launder(reinterpret_cast<Fn *>(bytes)), taskScheduler, index);
@@ -102,13 +109,17 @@ void InvokeInSlot(TaskScheduler *taskScheduler, void *slot, unsigned index) {
             FreeClosureSlot(Scheduler, Closure);
         }
     } const release{taskScheduler, std::launder(static_cast<Fn *>(slot))};
-    Call<false>(*release.Closure, taskScheduler, index);
+    if ((index & kSkipTask) == 0) {
+        Call<false>(*release.Closure, taskScheduler, index);
+    }
 }
 
 template <class Fn>
 void InvokeOnHeap(TaskScheduler *taskScheduler, void *closure, unsigned index) {
     std::unique_ptr<Fn> const owner(static_cast<Fn *>(closure));
-    Call<false>(*owner, taskScheduler, index);
+    if ((index & kSkipTask) == 0) {
+        Call<false>(*owner, taskScheduler, index);
+    }
 }
 
 // One closure shared by the tasks of an AddTasks call.
@@ -136,7 +147,9 @@ void InvokeShared(TaskScheduler *taskScheduler, void *shared, unsigned index) {
             }
         }
     } const release{taskScheduler, static_cast<SharedClosure<Fn> *>(shared)};
-    Call<true>(release.Shared->Closure, taskScheduler, index);
+    if ((index & kSkipTask) == 0) {
+        Call<true>(release.Shared->Closure, taskScheduler, index);
+    }
 }
 
 // Frees a slot unless dismissed: a closure whose construction throws gives
