@@ -799,6 +799,64 @@ private:
     std::vector<double> m_figures;
 };
 
+// C1: cancelling queued tasks ---------------------------------------------------
+
+// kCancelledTasks tasks queued with one counter by the Init thread, while a
+// task on every other worker spins, so that none starts; then Cancel, the
+// spinners released, and the wait. Figures: Cancel's time, and the time from
+// Cancel to the wait's return. Check: none of the tasks ran.
+class CancelQueued final : public Fixture {
+public:
+    CancelQueued(Sizes const &sizes, ftl::detail::Mechanisms mechanisms)
+        : m_scheduler(sizes, mechanisms), m_tally(m_scheduler.Threads()) {}
+
+    void Run() override {
+        ftl::TaskScheduler *const ts = m_scheduler.Get();
+        std::atomic<unsigned> spinning{0};
+        std::atomic<bool> release{false};
+        ftl::TaskCounter spinners(ts);
+        unsigned const others = m_scheduler.Threads() - 1;
+        for (unsigned i = 0; i < others; ++i) {
+            ts->AddTask(
+                [&spinning, &release] {
+                    spinning.fetch_add(1);
+                    while (!release.load()) {
+                        std::this_thread::yield();
+                    }
+                },
+                ftl::TaskPriority::High, &spinners);
+        }
+        while (spinning.load() != others) {
+            std::this_thread::yield();
+        }
+        ftl::TaskCounter counter(ts);
+        Tally *const tally = &m_tally;
+        ts->AddTasks(
+            kCancelledTasks,
+            [tally](ftl::TaskScheduler *taskScheduler, unsigned) {
+                tally->Count(taskScheduler->GetCurrentThreadIndex());
+            },
+            ftl::TaskPriority::Normal, &counter);
+        auto const start = std::chrono::steady_clock::now();
+        counter.Cancel();
+        auto const cancelled = std::chrono::steady_clock::now();
+        release.store(true);
+        ts->WaitForCounter(&counter);
+        auto const waited = std::chrono::steady_clock::now();
+        ts->WaitForCounter(&spinners);
+        m_figures = {std::chrono::duration<double, std::micro>(cancelled - start).count(),
+                     std::chrono::duration<double, std::milli>(waited - start).count()};
+    }
+
+    Verdict Check() override { return ExpectCount("cancelled tasks run", m_tally.Take(), 0); }
+    std::vector<double> MeasuredFigures() const override { return m_figures; }
+
+private:
+    Scheduler m_scheduler;
+    Tally m_tally;
+    std::vector<double> m_figures;
+};
+
 // S1 ---------------------------------------------------------------------------
 
 // Starts and destroys schedulers with a small and a large pool, alternately
@@ -1263,6 +1321,7 @@ System MakeFtlSystem(std::string name, ftl::detail::Mechanisms const &mechanisms
     list.push_back(
         Make<AfterBatches>("A1", "AddTaskAfter a gate counter + TaskCounter per batch", mechanisms));
     list.push_back(Make<AfterChain>("A2", "AddTaskAfter the previous link's TaskCounter", mechanisms));
+    list.push_back(Make<CancelQueued>("C1", "TaskCounter::Cancel, then WaitForCounter", mechanisms));
     list.push_back(Make<PingPong>("W4", "FullAtomicCounter, WaitForCounter(counter, value)", mechanisms));
     list.push_back(Make<ContendedFibtex<>>("W5", "Fibtex, std::lock_guard", mechanisms));
     list.push_back(Make<ContendedFibtex<>>("W5b", "Fibtex, std::lock_guard", mechanisms));

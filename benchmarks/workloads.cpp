@@ -200,6 +200,12 @@ void AddTaskWorkloads(Sizes const &sizes, std::vector<Workload> &workloads) {
                          "to the pool's peak (FibersPeak)",
                          {{"A2", "ns/link"}, {"A2 fibers", "fibers", false}},
                          0});
+    workloads.push_back({"C1",
+                         "cancellation, ftl only: 1,000,000 tasks of one counter queued while every other "
+                         "worker is busy, then TaskCounter::Cancel and the wait; the time Cancel took, and "
+                         "from Cancel to the wait's return",
+                         {{"C1 cancel", "us", false}, {"C1 wait", "ms", false}},
+                         0});
 }
 
 // W4-W6, P1 and P1h: tasks that wait for each other, share a lock, or split

@@ -21,6 +21,8 @@
 //       gate counter held while they are added               -> ns per task
 //   A2  a chain of 100,000 tasks, each AddTaskAfter the one before (ftl
 //       only), all added before the first runs    -> ns per link, fibers added
+//   C1  1,000,000 queued tasks of one counter cancelled (ftl only)
+//                                   -> us for Cancel, ms until the wait returned
 //   W4  two tasks ping-pong 100,000 times (10,000 with --short), each waiting
 //       for the value the other one writes                   -> ns per round trip
 //   W5  10,000 tasks x 100 increments of one int under a lock -> ns per lock
@@ -63,6 +65,8 @@ constexpr unsigned kBatches = 1000;
 constexpr unsigned kBatchSize = 1000;
 // A2
 constexpr unsigned kChainLinks = 100000;
+// C1
+constexpr unsigned kCancelledTasks = 1000000;
 // W1w
 constexpr unsigned kWorkBatches = 100;
 constexpr unsigned kWorkSteps = 200;
