@@ -283,9 +283,13 @@ TEST_CASE("A fault that is not a fiber overflow reaches the program's handler as
         RunOneTask(
             2,
             [](ftl::TaskScheduler *, void *) {
-                // A real fault (si_code > 0), away from any stack.
-                void *page = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-                *static_cast<char volatile *>(page) = 1;
+                // A real fault (si_code > 0), away from any stack: a new
+                // mapping often lands right below the last fiber stack
+                // mapped, where a fault counts as that stack's overflow
+                // (64 KiB below its guard), so the fault is at the bottom
+                // of 256 KiB.
+                void *region = mmap(nullptr, 256 * 1024, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                *static_cast<char volatile *>(region) = 1;
             },
             nullptr);
     });
