@@ -2,11 +2,15 @@
 #pragma once
 
 #include "ftl/atomic_counter.h"
+#include "ftl/barrier.h"
 #include "ftl/callbacks.h"
 #include "ftl/condition_variable.h"
+#include "ftl/event.h"
 #include "ftl/fibtex.h"
 #include "ftl/ftl_valgrind.h"
 #include "ftl/parallel_for.h"
+#include "ftl/semaphore.h"
+#include "ftl/shared_fibtex.h"
 #include "ftl/stats.h"
 #include "ftl/task.h"
 #include "ftl/task_counter.h"

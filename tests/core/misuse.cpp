@@ -6,7 +6,10 @@
 // earlier test case created in this process is destroyed (its threads
 // joined).
 #include "ftl/atomic_counter.h"
+#include "ftl/barrier.h"
 #include "ftl/fibtex.h"
+#include "ftl/semaphore.h"
+#include "ftl/shared_fibtex.h"
 #include "ftl/task_counter.h"
 #include "ftl/task_scheduler.h"
 #include "ftl/thread_local.h"
@@ -459,6 +462,47 @@ TEST_CASE("ThreadLocal used outside the scheduler's threads aborts", "[misuse]")
         std::thread([&] { *local = 2; }).join();
     });
     RequireDeath(result, "not a worker");
+}
+
+TEST_CASE("Misusing a SharedFibtex, a Barrier or a Semaphore aborts with a clear error", "[misuse]") {
+    SECTION("unlock_shared without a shared lock") {
+        ChildResult const result = RunInChild([] {
+            ftl::TaskScheduler ts;
+            ts.Init(Options(1));
+            ftl::SharedFibtex lock(&ts);
+            lock.lock();
+            lock.unlock_shared();
+        });
+        RequireDeath(result, "no reader holds it (a writer does)");
+    }
+    SECTION("unlock with no writer") {
+        ChildResult const result = RunInChild([] {
+            ftl::TaskScheduler ts;
+            ts.Init(Options(1));
+            ftl::SharedFibtex lock(&ts);
+            lock.lock_shared();
+            lock.unlock();
+        });
+        RequireDeath(result, "no writer holds it (1 reader(s) do)");
+    }
+    SECTION("an arrival after every participant dropped out") {
+        ChildResult const result = RunInChild([] {
+            ftl::TaskScheduler ts;
+            ts.Init(Options(1));
+            ftl::Barrier barrier(&ts, 1);
+            barrier.arrive_and_drop();
+            barrier.arrive_and_wait();
+        });
+        RequireDeath(result, "dropped to 0");
+    }
+    SECTION("a negative initial count") {
+        ChildResult const result = RunInChild([] {
+            ftl::TaskScheduler ts;
+            ts.Init(Options(1));
+            ftl::Semaphore semaphore(&ts, -1);
+        });
+        RequireDeath(result, "initial count of -1");
+    }
 }
 
 TEST_CASE("The death-test runner tells a clean exit from a death", "[misuse]") {
