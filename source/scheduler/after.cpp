@@ -68,7 +68,8 @@ AfterTask *NewAfterTask(Scheduler &scheduler, Worker const *worker, TaskItem con
 }
 
 // Frees the record and queues its task from `self`, the calling thread's
-// worker (nullptr: a thread outside the scheduler).
+// worker (nullptr: a thread outside the scheduler, which also wakes a worker
+// for it: see StartAfter).
 void StartRecord(Scheduler &scheduler, Worker *self, AfterTask *after) {
     TaskItem const task = after->Task;
     unsigned const queue = after->Queue;
@@ -160,9 +161,11 @@ void Scheduler::AddAfter(TaskCounter *const *prerequisites, std::size_t count, T
     if (count <= 1) {
         // No prerequisite, or one at 0 already: no reference but this call's.
         StartRecord(*this, worker, after);
-        NotifyStarted(worker);
-    } else if (CountDown(*this, worker, after, reached + 1)) {
-        NotifyStarted(worker);
+    } else if (!CountDown(*this, worker, after, reached + 1)) {
+        return;
+    }
+    if (worker != nullptr) {
+        NotifyStarted();
     }
 }
 
@@ -173,8 +176,12 @@ void Scheduler::StartAfter(Worker *worker, TaskItem const &task, unsigned queue)
         if (worker != nullptr) {
             worker->Tasks(queue).Push(task);
         } else {
+            // The wake too, inside the call: once the task is queued it may
+            // run, and the scheduler be destroyed, before this thread's next
+            // step.
             OutsideCall const call(*this);
             m_global[queue].PushBatch(1, [&task](std::size_t) { return task; });
+            NotifyWork(Waker::Outside);
         }
 #if defined(__cpp_exceptions)
     } catch (std::bad_alloc const &) {
@@ -185,8 +192,8 @@ void Scheduler::StartAfter(Worker *worker, TaskItem const &task, unsigned queue)
 #endif
 }
 
-void Scheduler::NotifyStarted(Worker const *self) {
-    NotifyWork(self != nullptr ? Waker::Worker : Waker::Outside);
+void Scheduler::NotifyStarted() {
+    NotifyWork(Waker::Worker);
 }
 
 std::size_t Scheduler::AfterRecordBytes() {
@@ -198,9 +205,9 @@ bool PrerequisiteDone(Scheduler &scheduler, Worker *self, WaitNode *node) {
     AfterTask *after = node->After;
     if (after->NumNodes == 1) {
         StartRecord(scheduler, self, after); // its only reference
-        return true;
+        return self != nullptr;
     }
-    return CountDown(scheduler, self, after, 1);
+    return CountDown(scheduler, self, after, 1) && self != nullptr;
 }
 
 } // namespace detail

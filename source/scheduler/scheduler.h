@@ -122,11 +122,11 @@ public:
     void AddAfter(TaskCounter *const *prerequisites, std::size_t count, TaskItem const &task,
                   TaskPriority priority);
     // Queues a task whose prerequisites all reached 0, from `self`, the
-    // calling thread's worker (nullptr: a thread outside the scheduler); the
-    // caller wakes a worker for it, once for all it queued together
-    // (NotifyStarted).
+    // calling thread's worker. A worker's caller then wakes a worker for it,
+    // once for all it queued together (NotifyStarted); from a thread outside
+    // the scheduler (nullptr) StartAfter wakes one itself.
     void StartAfter(Worker *self, TaskItem const &task, unsigned queue);
-    void NotifyStarted(Worker const *self);
+    void NotifyStarted();
     // The slots of AddTaskAfter's records, and their size (after.cpp).
     ClosurePool &AfterRecords() { return m_afterRecords; }
     static std::size_t AfterRecordBytes();

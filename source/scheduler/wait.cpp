@@ -112,9 +112,8 @@ void WakeWaiter(Scheduler *scheduler, WaitNode *node, Readier readier) {
         return;
     }
     if (node->After != nullptr) {
-        Worker *self = scheduler->CurrentWorkerOfThis();
-        if (PrerequisiteDone(*scheduler, self, node)) {
-            scheduler->NotifyStarted(self);
+        if (PrerequisiteDone(*scheduler, scheduler->CurrentWorkerOfThis(), node)) {
+            scheduler->NotifyStarted();
         }
         return;
     }

@@ -64,9 +64,9 @@ enum class Readier {
 void WakeWaiter(Scheduler *scheduler, WaitNode *node, Readier readier);
 // A task's prerequisite reached 0 (AddTaskAfter): `node` is one of its
 // AfterTask's, and the task is queued from `self` (the calling thread's
-// worker, or nullptr) if that was the last (after.cpp). Returns whether it
-// was; the caller then owes Scheduler::NotifyStarted, once for all the nodes
-// it took together.
+// worker, or nullptr) if that was the last (after.cpp). Returns whether a
+// worker queued it: the caller then owes Scheduler::NotifyStarted, once for
+// all the nodes it took together.
 bool PrerequisiteDone(Scheduler &scheduler, Worker *self, WaitNode *node);
 // Makes a waiting fiber runnable again. Any thread.
 void ReadyFiber(Scheduler &scheduler, Fiber *fiber, Worker *pinnedTo,

@@ -75,7 +75,8 @@ void BaseCounter::WakeWaiters(unsigned value, bool counted) {
         return;
     }
     detail::Scheduler &scheduler = *detail::Scheduler::Of(taskScheduler);
-    // Tasks after tasks queued by this thread: one wake for all of them.
+    // Tasks after tasks this worker queued: one wake for all of them (a
+    // thread outside the scheduler wakes for each as it queues it).
     bool started = false;
     bool selfKnown = false;
     detail::Worker *self = nullptr;
@@ -95,7 +96,7 @@ void BaseCounter::WakeWaiters(unsigned value, bool counted) {
         chain = next;
     }
     if (started) {
-        scheduler.NotifyStarted(self);
+        scheduler.NotifyStarted();
     }
 }
 
