@@ -236,8 +236,16 @@ bool CounterOps::EndCancellation(TaskCounter &counter) {
     if (!counter.m_cancelled.load(std::memory_order_acquire)) {
         return false;
     }
-    counter.m_cancelled.store(false, std::memory_order_release);
-    TakeError(counter);
+    // One step under the list's lock: a second wait that finds the flag
+    // gone finds the error gone too (TakeError takes the lock), and a Cancel
+    // racing this one is either ended here or stays.
+    std::exception_ptr dropped; // destroyed once the lock is released
+    WaitListGuard guard(counter.m_waiters);
+    if (!counter.m_cancelled.exchange(false, std::memory_order_acq_rel)) {
+        return false;
+    }
+    counter.m_hasError.store(false, std::memory_order_relaxed);
+    dropped = std::exchange(counter.m_error, nullptr);
     return true;
 }
 
