@@ -5,8 +5,9 @@
 // - Manual reset: Set() releases every waiter and keeps the event set, so
 //   later waits return at once, until Reset().
 // - Auto reset (manualReset = false): each Set() releases one wait. With
-//   waiters, one of them returns; with none, the event stays set for exactly
-//   one later wait, which resets it. Two Set()s with two waiters release
+//   waiters, one of them returns (or a wait that begins meanwhile, in its
+//   place); with none, the event stays set for exactly one later wait, which
+//   resets it. Two Set()s with two waiters release
 //   both; a Set() on an event already set with no waiter changes nothing.
 //
 // Destroying an Event something waits on is a fatal error. Memory ordering:

@@ -1,8 +1,8 @@
 // Semaphore: a counting semaphore for fibers (std::counting_semaphore's
 // names). acquire() takes one unit, waiting while there is none: a task
 // parks its fiber, a thread that is not a worker blocks. Safe from any
-// thread. Waiters are served in the order they came, as far as the units
-// allow: a unit released while fibers wait goes to one of them.
+// thread. A unit released while others wait goes to one of them, or to an
+// acquire that comes meanwhile: there is no first-come order.
 //
 // Misuse (fatal): a negative initial count or release(n) with n < 0, a count
 // that would pass kMax, destroying a Semaphore something waits on.

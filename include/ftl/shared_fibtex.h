@@ -9,7 +9,9 @@
 //
 // Misuse (fatal): unlock() when no writer holds it, unlock_shared() when no
 // reader does, destroying a SharedFibtex that is held or waited on. As with
-// std::shared_mutex, taking it again on the same fiber deadlocks.
+// std::shared_mutex, taking it again on the same fiber deadlocks. Unlike a
+// Fibtex, it may be destroyed only once every unlock of it has returned (an
+// unlock that wakes sleepers still touches it after another can take it).
 // Memory ordering: an unlock (either kind) happens before the lock that
 // follows it, as a mutex's.
 #pragma once

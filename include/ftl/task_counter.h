@@ -12,8 +12,9 @@
 // counted (DroppedExceptions). After the rethrow the counter is usable again.
 //
 // Cancellation (Cancel): the counter's tasks that have not started never run
-// (a closure is destroyed uncalled), and each counts as finished, so the
-// count still reaches 0. A task that already runs goes on; it can ask
+// (a closure is destroyed uncalled; a lineage Task's function is not
+// called, so what its argument owns stays with whoever made it), and each
+// counts as finished, so the count still reaches 0. A task that already runs goes on; it can ask
 // TaskScheduler::IsCurrentTaskCancelled() and return early. Tasks added after
 // Cancel are skipped too, until a wait on the counter returns: that wait
 // returns normally, drops any exception a task kept, and leaves the counter

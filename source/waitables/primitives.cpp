@@ -1,7 +1,10 @@
 // Semaphore, Event, Barrier and SharedFibtex. The first three keep their
 // state under a Fibtex and wait on a ConditionVariable, so they park fibers
 // and block other threads exactly as those do, and take their hand-off and
-// wake-up rules from them. SharedFibtex keeps its readers and writer in one
+// wake-up rules from them. They notify with the Fibtex held: a waiter that
+// returns must take the Fibtex first, so the object outlives the notify even
+// when that waiter destroys it at once (a Fibtex may be destroyed right
+// after its unlock). SharedFibtex keeps its readers and writer in one
 // atomic word, so an uncontended lock of either kind is one atomic
 // operation; only a lock that must wait takes the Fibtex and sleeps on the
 // condition variable.
@@ -63,14 +66,11 @@ void Semaphore::release(std::ptrdiff_t n) {
     if (n == 0) {
         return;
     }
-    {
-        std::lock_guard<Fibtex> const lock(m_lock);
-        if (m_count > kMax - n) {
-            FTL_FATAL("Semaphore::release(%td) on a count of %td: the count would pass %td", n, m_count,
-                      kMax);
-        }
-        m_count += n;
+    std::lock_guard<Fibtex> const lock(m_lock);
+    if (m_count > kMax - n) {
+        FTL_FATAL("Semaphore::release(%td) on a count of %td: the count would pass %td", n, m_count, kMax);
     }
+    m_count += n;
     if (n == 1) {
         m_available.notify_one();
     } else {
@@ -84,27 +84,20 @@ Event::Event(TaskScheduler *taskScheduler, bool manualReset)
     : m_lock(taskScheduler), m_changed(taskScheduler), m_manualReset(manualReset) {}
 
 void Event::Set() {
-    bool wakeAll = false;
-    bool wakeOne = false;
-    {
-        std::lock_guard<Fibtex> const lock(m_lock);
-        if (m_manualReset) {
-            if (!m_set) {
-                m_set = true;
-                ++m_generation; // releases every current waiter, even if Reset comes first
-                wakeAll = m_waiting != 0;
-            }
-        } else if (m_waiting > m_released) {
-            ++m_released; // handed to a waiter: the event stays reset
-            wakeOne = true;
-        } else {
+    std::lock_guard<Fibtex> const lock(m_lock);
+    if (m_manualReset) {
+        if (!m_set) {
             m_set = true;
+            ++m_generation; // releases every current waiter, even if Reset comes first
+            if (m_waiting != 0) {
+                m_changed.notify_all();
+            }
         }
-    }
-    if (wakeAll) {
-        m_changed.notify_all();
-    } else if (wakeOne) {
+    } else if (m_waiting > m_released) {
+        ++m_released; // handed to a waiter: the event stays reset
         m_changed.notify_one();
+    } else {
+        m_set = true;
     }
 }
 
@@ -183,7 +176,6 @@ void Barrier::arrive_and_wait() {
     std::unique_lock<Fibtex> lock(m_lock);
     std::uint64_t const phase = m_phase;
     if (Arrive("arrive_and_wait")) {
-        lock.unlock();
         m_phaseEnded.notify_all();
         return;
     }
@@ -191,17 +183,13 @@ void Barrier::arrive_and_wait() {
 }
 
 void Barrier::arrive_and_drop() {
-    bool ended = false;
-    {
-        std::lock_guard<Fibtex> const lock(m_lock);
-        if (m_expected == 0) {
-            FTL_FATAL("Barrier::arrive_and_drop on a barrier whose count dropped to 0 (every participant "
-                      "dropped out)");
-        }
-        --m_expected; // for the later phases; this one still counts the arrival
-        ended = Arrive("arrive_and_drop");
+    std::lock_guard<Fibtex> const lock(m_lock);
+    if (m_expected == 0) {
+        FTL_FATAL("Barrier::arrive_and_drop on a barrier whose count dropped to 0 (every participant "
+                  "dropped out)");
     }
-    if (ended) {
+    --m_expected; // for the later phases; this one still counts the arrival
+    if (Arrive("arrive_and_drop")) {
         m_phaseEnded.notify_all();
     }
 }
@@ -319,9 +307,8 @@ void SharedFibtex::unlock_shared() {
 }
 
 void SharedFibtex::WakeSleepers() {
-    {
-        std::lock_guard<Fibtex> const lock(m_lock); // a sleeper is past its last try, or waiting
-    }
+    // A sleeper is past its last try, or waiting.
+    std::lock_guard<Fibtex> const lock(m_lock);
     m_changed.notify_all();
 }
 

@@ -312,3 +312,32 @@ TEST_CASE("A waiting writer holds back new readers of a SharedFibtex", "[primiti
     ts.WaitForCounter(&writer);
     CHECK(writerIn.load());
 }
+
+TEST_CASE("A Semaphore or an Event may be destroyed as soon as the wait it ended returns", "[primitives]") {
+    unsigned const threads = FTL_GENERATE_THREAD_COUNT();
+    CAPTURE(threads);
+    ftl::TaskScheduler ts;
+    REQUIRE(ts.Init(Options(threads)) == 0);
+    // A completion signal on the waiter's stack: the releasing task may still
+    // be inside release() or Set() when the wait returns (AddressSanitizer
+    // reports any touch after that).
+    unsigned const rounds = ftl_test::kSlowBuild ? 200 : 2000;
+    ftl::TaskCounter counter(&ts);
+    unsigned ended = 0;
+    for (unsigned i = 0; i < rounds; ++i) {
+        {
+            ftl::Semaphore done(&ts, 0);
+            ts.AddTask([&done] { done.release(); }, ftl::TaskPriority::Normal, &counter);
+            done.acquire();
+            ended += done.try_acquire() ? 0u : 1u; // the one unit was taken
+        }
+        {
+            ftl::Event done(&ts, i % 2 == 0);
+            ts.AddTask([&done] { done.Set(); }, ftl::TaskPriority::Normal, &counter);
+            done.Wait();
+            ended += 1;
+        }
+    }
+    ts.WaitForCounter(&counter);
+    CHECK(ended == 2 * rounds);
+}
