@@ -5,8 +5,9 @@
 // fiber; the record counts its prerequisites down, and the one that brings
 // it to 0 queues the task from the thread it runs on and frees the record.
 // No fiber waits, and a chain of such tasks queues each link from the finish
-// of the one before, so nothing recurses. A counter that starts several such
-// tasks at once wakes a worker once for all of them.
+// of the one before, so nothing recurses. A worker whose counter starts
+// several such tasks at once wakes a worker once for all of them; a thread
+// outside the scheduler wakes one for each, inside its outside call.
 //
 // With one prerequisite, its node is the record's only reference: the
 // registration is AddAfter's last touch of the record, and the counter's

@@ -72,7 +72,8 @@ TEST_CASE("Cancel skips a counter's queued tasks and destroys their closures bef
             // In a pool slot, on the heap, shared by an AddTasks call, and a
             // lineage Task.
             ts.AddTask([&ran, owner] { ran.fetch_add(1); }, ftl::TaskPriority::Normal, &counter);
-            ts.AddTask([&ran, owner, big] { ran.fetch_add(1u + static_cast<unsigned>(big[0])); }, ftl::TaskPriority::High, &counter);
+            ts.AddTask([&ran, owner, big] { ran.fetch_add(1u + static_cast<unsigned>(big[0])); },
+                       ftl::TaskPriority::High, &counter);
             ts.AddTasks(
                 10, [&ran, owner](unsigned) { ran.fetch_add(1); }, ftl::TaskPriority::Normal, &counter);
             ts.AddTask(ftl_test::LambdaTask(lineage), ftl::TaskPriority::Normal, &counter);
